@@ -1,0 +1,44 @@
+//! The runtime side of propjet: the API a playout engine embeds.
+//!
+//! Every engine (the GDL-level reference evaluator in the `propjet` crate, and the propnet
+//! engines that come with it) implements [`Machine`]: roles, the initial state, legal moves,
+//! next states, terminal and goals. Roles, moves and base facts are addressed by dense typed
+//! indices ([`RoleIdx`], [`MoveIdx`], [`FactIdx`]) and readable by name in canonical KIF
+//! (lowercase, single spaces, e.g. `(cell 1 1 x)`).
+//!
+//! [`random_playout`] plays a seeded, reproducible random game on any machine:
+//!
+//! ```
+//! use propjet_runtime::{random_playout, Machine, Rng};
+//!
+//! /// Plays `n` seeded random games from the initial state and returns each role's goal total.
+//! fn goal_totals<M: Machine>(machine: &M, n: usize, seed: u64) -> Vec<u64> {
+//!     let mut rng = Rng::new(seed);
+//!     let mut totals = vec![0u64; machine.roles().len()];
+//!     let start = machine.initial_state();
+//!     for _ in 0..n {
+//!         let playout = random_playout(machine, &start, &mut rng, 10_000).expect("a well-formed game");
+//!         for (total, goal) in totals.iter_mut().zip(&playout.goals) {
+//!             *total += u64::from(*goal);
+//!         }
+//!     }
+//!     totals
+//! }
+//! # let _ = goal_totals::<propjet_runtime::doc_support::Countdown>;
+//! # let totals = goal_totals(&propjet_runtime::doc_support::Countdown(5), 10, 7);
+//! # assert_eq!(totals, vec![1000]);
+//! ```
+#![warn(missing_docs)]
+
+mod ids;
+mod machine;
+mod playout;
+mod rng;
+
+pub use ids::{FactIdx, MoveIdx, RoleIdx};
+pub use machine::{Machine, MachineError};
+pub use playout::{random_playout, Playout, PlayoutError};
+pub use rng::Rng;
+
+#[doc(hidden)]
+pub mod doc_support;

@@ -1,0 +1,9 @@
+//! propjet: GDL game descriptions to propositional nets and native bit-parallel code.
+//!
+//! The pipeline runs one way: [`gdl::parse`] reads and checks a description, and the
+//! [`reference`] evaluator answers for it directly (the oracle every other engine is tested
+//! against).
+
+pub mod gdl;
+pub mod reference;
+pub mod trace;

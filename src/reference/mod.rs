@@ -1,0 +1,1 @@
+//! The reference GDL evaluator.
