@@ -603,20 +603,23 @@ impl fmt::Display for Mismatch {
     /// Prints where, the state, what each side said and, for two lists of names, what only one
     /// side has, since long lists that differ by one entry are hard to compare by eye.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
+        write!(
             f,
             "playout {} ({}), step {}: {}",
             self.playout, self.origin, self.step, self.aspect
         )?;
-        writeln!(
-            f,
-            "  state ({} facts): {}",
-            self.state.len(),
-            self.state.join(" ")
-        )?;
-        let width = self.sides.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        // A role mismatch is found before any state exists.
+        if self.aspect != Aspect::Roles {
+            write!(
+                f,
+                "\n  state ({} facts): {}",
+                self.state.len(),
+                self.state.join(" ")
+            )?;
+        }
+        let width = self.sides.iter().map(|(n, _)| n.len()).max().unwrap_or(0) + 1;
         for (name, said) in &self.sides {
-            writeln!(f, "  {:width$}  {said}", format!("{name}:"), width = width + 1)?;
+            write!(f, "\n  {:width$}  {said}", format!("{name}:"))?;
         }
         if let [(a, Said::Names(x)), (b, Said::Names(y))] = self.sides.as_slice() {
             let xs: BTreeSet<&String> = x.iter().collect();
@@ -626,10 +629,10 @@ impl fmt::Display for Mismatch {
             };
             let (only_a, only_b) = (only(&xs, &ys), only(&ys, &xs));
             if !only_a.is_empty() {
-                writeln!(f, "  only {a}: {only_a}")?;
+                write!(f, "\n  only {a}: {only_a}")?;
             }
             if !only_b.is_empty() {
-                writeln!(f, "  only {b}: {only_b}")?;
+                write!(f, "\n  only {b}: {only_b}")?;
             }
         }
         Ok(())
