@@ -1,0 +1,211 @@
+//! Runs the built `propjet` binary as a user would and checks its exit status and messages:
+//! on a good game (random playouts and a trace replay), and on inputs it must refuse cleanly.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_propjet");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Runs `propjet` with `args` and returns status code, stdout and stderr.
+fn propjet(args: &[&str]) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(BIN)
+        .args(args)
+        .current_dir(ROOT)
+        .output()
+        .expect("the propjet binary runs");
+    let code = status
+        .code()
+        .expect("propjet exits with a status, not by a signal");
+    (
+        code,
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+/// The shared corpus, or `None` (after a note) outside CI when it is missing; in CI its absence
+/// fails the test.
+fn shared_dir() -> Option<PathBuf> {
+    let dir = Path::new(ROOT).join("../shared");
+    if dir.join("games").is_dir() && dir.join("traces").is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but the corpus {} is missing",
+        dir.display()
+    );
+    eprintln!("note: {} is missing; this test checks nothing", dir.display());
+    None
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("propjet-cli-{}-{test}", std::process::id()));
+    // A leftover from an earlier run with the same process id is stale, never needed.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the temp directory is writable");
+    dir
+}
+
+/// The number in `N states compared, M mismatches` on the report line.
+fn counts(stdout: &str) -> (u64, u64) {
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(" states compared, "))
+        .unwrap_or_else(|| panic!("no report line in:\n{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let states = words[0].parse().expect("a state count");
+    let mismatches = words[3].parse().expect("a mismatch count");
+    (states, mismatches)
+}
+
+/// How many states a trace file describes: one per step line and one per end line.
+fn trace_states(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path).expect("the trace is readable");
+    text.lines()
+        .filter(|l| l.contains(r#""type":"step""#) || l.contains(r#""type":"end""#))
+        .count() as u64
+}
+
+#[test]
+fn random_playouts_on_a_shipped_or_corpus_game_agree() {
+    // The shipped tic-tac-toe when it exists, else the corpus one.
+    let shipped = Path::new(ROOT).join("games/tictactoe.kif");
+    let game = if shipped.is_file() {
+        shipped
+    } else {
+        let Some(shared) = shared_dir() else { return };
+        shared.join("games/ticTacToe.kif")
+    };
+    let game = game.to_string_lossy().into_owned();
+    let (code, out, err) = propjet(&["check", &game, "--playouts", "20", "--seed", "3"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let (states, mismatches) = counts(&out);
+    // Tic-tac-toe lasts 5 to 9 moves, so 20 playouts show 120 to 200 states.
+    assert!((120..=200).contains(&states), "{states} states in:\n{out}");
+    assert_eq!(mismatches, 0);
+    assert!(out.contains("time: parse"), "{out}");
+    assert!(out.contains("engine reference"), "{out}");
+
+    // The same seed plays the same games.
+    let (_, again, _) = propjet(&["check", &game, "--playouts", "20", "--seed", "3"]);
+    assert_eq!(counts(&again), counts(&out));
+}
+
+#[test]
+fn the_corpus_trace_of_tictactoe_replays_without_a_mismatch() {
+    let Some(shared) = shared_dir() else { return };
+    let game = shared.join("games/ticTacToe.kif");
+    let trace = shared.join("traces/ticTacToe.jsonl");
+    let (code, out, err) = propjet(&[
+        "check",
+        &game.to_string_lossy(),
+        "--trace",
+        &trace.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(counts(&out), (trace_states(&trace), 0));
+    assert!(out.contains("replay"), "{out}");
+}
+
+#[test]
+fn a_missing_game_file_is_a_clear_error() {
+    let (code, out, err) = propjet(&["check", "no/such/game.kif"]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("cannot read no/such/game.kif"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_malformed_game_file_shows_line_column_and_source() {
+    let dir = scratch("malformed");
+    let game = dir.join("broken.kif");
+    std::fs::write(
+        &game,
+        "(role red)\n(init (cell 1 1 b)\n(<= terminal (true (cell 1 1 x)))\n",
+    )
+    .expect("the temp file is writable");
+    let (code, out, err) = propjet(&["check", &game.to_string_lossy()]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("broken.kif: line "), "{err}");
+    assert!(err.contains("column"), "{err}");
+    assert!(err.contains(" | "), "the source line is shown: {err}");
+    assert!(err.contains('^'), "a caret points at the column: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    // Text that is not GDL at all, and bytes that are not text.
+    std::fs::write(&game, "this is not a game (").expect("the temp file is writable");
+    let (code, _, err) = propjet(&["check", &game.to_string_lossy()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 1"), "{err}");
+    std::fs::write(&game, [0xff, 0xfe, 0x28]).expect("the temp file is writable");
+    let (code, _, err) = propjet(&["check", &game.to_string_lossy()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot read"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_trace_with_a_wrong_line_is_reported() {
+    let Some(shared) = shared_dir() else { return };
+    let game = shared.join("games/ticTacToe.kif").to_string_lossy().into_owned();
+    let original =
+        std::fs::read_to_string(shared.join("traces/ticTacToe.jsonl")).expect("the trace is readable");
+    let lines: Vec<&str> = original.lines().collect();
+    let dir = scratch("wrong-trace");
+
+    // Line 3 is the second step of the first playout. Claiming that oplayer may also play noop
+    // there is a content error: the trace still reads, and the replay must find exactly that.
+    let third: &str = lines[2];
+    assert!(third.contains(r#""t":1,"#), "line 3 is step 1: {third}");
+    let wrong = third.replacen(r#"],["(mark"#, r#"],["(mark 0 0)","(mark"#, 1);
+    assert_ne!(wrong, third, "the edit applies");
+    let mut edited = lines.clone();
+    edited[2] = &wrong;
+    let path = dir.join("wrong-legal.jsonl");
+    std::fs::write(&path, edited.join("\n")).expect("the temp file is writable");
+    let (code, out, err) = propjet(&["check", &game, "--trace", &path.to_string_lossy()]);
+    assert_eq!(code, 1, "stdout:\n{out}\nstderr:\n{err}");
+    let (states, mismatches) = counts(&out);
+    assert_eq!(mismatches, 1, "{out}");
+    // The first playout stops at its second state; every other playout is replayed in full.
+    let playout0_states = lines
+        .iter()
+        .take_while(|l| !l.contains(r#""type":"end""#))
+        .count() as u64;
+    assert_eq!(states, trace_states(&path) - playout0_states + 2, "{out}");
+    assert!(out.contains("step 1: the legal moves of oplayer differ"), "{out}");
+    assert!(out.contains("only trace: (mark 0 0)"), "{out}");
+
+    // A line that is not JSON is a malformed trace, reported with file and line.
+    let mut edited = lines.clone();
+    edited[4] = "{\"type\":\"step\",";
+    let path = dir.join("broken.jsonl");
+    std::fs::write(&path, edited.join("\n")).expect("the temp file is writable");
+    let (code, out, err) = propjet(&["check", &game, "--trace", &path.to_string_lossy()]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("broken.jsonl:5: not a trace line"), "{err}");
+
+    let (code, _, err) = propjet(&["check", &game, "--trace", "no/such/trace.jsonl"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot read trace no/such/trace.jsonl"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_arguments_are_refused_with_usage() {
+    let (code, _, err) = propjet(&["check", "x.kif", "--engine", "quantum"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("reference"), "the valid engines are listed: {err}");
+    let (code, _, err) = propjet(&["check", "x.kif", "--trace", "t.jsonl", "--playouts", "3"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, _, _) = propjet(&["frobnicate"]);
+    assert_eq!(code, 2);
+}
