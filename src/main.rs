@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use propjet::compare::{self, Cursor, Report, DEFAULT_MAX_STEPS};
 use propjet::reference::Reference;
 use propjet::{gdl, trace};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -141,7 +141,7 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
             println!(
                 "replaying {} playouts of {}",
                 trace.playouts.len(),
-                describe(&trace.source)
+                trace.source.display()
             );
             compare::replay_trace_on(engines[0].as_mut(), trace)
         }
@@ -170,10 +170,6 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
         .collect();
     println!("time: {}", times.join(", "));
     Ok(report)
-}
-
-fn describe(path: &Path) -> String {
-    path.display().to_string()
 }
 
 fn millis(d: Duration) -> String {
