@@ -56,11 +56,9 @@ pub struct ParseError {
 impl ParseError {
     /// An error at `span` of `source`.
     pub fn new(kind: ErrorKind, message: impl Into<String>, span: Span, source: &str) -> ParseError {
-        let source_line = source
-            .split('\n')
+        let source_line = source_lines(source)
             .nth(span.line.saturating_sub(1) as usize)
             .unwrap_or("")
-            .trim_end_matches('\r')
             .to_string();
         ParseError {
             kind,
@@ -69,6 +67,14 @@ impl ParseError {
             source_line,
         }
     }
+}
+
+/// The lines of `source` without their line breaks, split the way the lexer counts lines: at
+/// "\n", "\r\n" and a lone "\r".
+pub(crate) fn source_lines(source: &str) -> impl Iterator<Item = &str> {
+    source
+        .split('\n')
+        .flat_map(|l| l.strip_suffix('\r').unwrap_or(l).split('\r'))
 }
 
 impl fmt::Display for ParseError {

@@ -5,10 +5,13 @@
 
 mod ast;
 mod check;
+mod deps;
 mod error;
+mod modes;
 mod parser;
 
 pub use ast::{Atom, Description, Keywords, Literal, Rule, Span, Symbol, Symbols, Term};
+pub use check::{MAX_EXPANSIONS, MAX_WARNINGS};
 pub use error::{ErrorKind, ParseError};
 pub use parser::{parse_syntax, MAX_NESTING};
 
@@ -17,4 +20,14 @@ pub fn parse(src: &str) -> Result<Description, ParseError> {
     let desc = parse_syntax(src)?;
     check::check(&desc, src)?;
     Ok(desc)
+}
+
+/// The warnings about a description that [`parse`] accepts: rules that are unsafe on their own
+/// but accepted because they are never used or because every call binds what they need (such
+/// rules must be evaluated top-down), the recursion restriction broken inside such rules, and
+/// function symbols used with more than one arity. `src` is the text `desc` was parsed from.
+///
+/// At most [`MAX_WARNINGS`] are returned.
+pub fn warnings(desc: &Description, src: &str) -> Vec<ParseError> {
+    check::warnings(desc, src)
 }

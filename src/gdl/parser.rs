@@ -41,7 +41,10 @@ fn is_delimiter(c: char) -> bool {
 impl<'a> Reader<'a> {
     fn bump(&mut self, c: char) {
         self.pos += c.len_utf8();
-        if c == '\n' {
+        // A line ends at "\n", at "\r\n" (counted at its "\n") and at a lone "\r", which is how
+        // old Macintosh files end their lines.
+        let lone_cr = c == '\r' && !self.src[self.pos..].starts_with('\n');
+        if c == '\n' || lone_cr {
             self.line += 1;
             self.col = 1;
         } else {
@@ -56,7 +59,7 @@ impl<'a> Reader<'a> {
                 self.bump(c);
             } else if c == ';' {
                 while let Some(c) = self.src[self.pos..].chars().next() {
-                    if c == '\n' {
+                    if c == '\n' || c == '\r' {
                         break;
                     }
                     self.bump(c);
@@ -306,6 +309,11 @@ impl Builder<'_> {
                 };
                 if Self::is_var(w) {
                     return Err(self.error(format!("a variable ('{w}') cannot name a function"), *wspan));
+                }
+                // As a bare word '<=' is no term either, so `(<=)` and `(<= a)` must not become
+                // one: printed back, they would not read again.
+                if *w == "<=" {
+                    return Err(self.error("'<=' cannot name a function", *wspan));
                 }
                 let f = self.symbol(w);
                 if items.len() == 1 {

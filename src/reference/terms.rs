@@ -1,0 +1,145 @@
+//! Ground terms, hash-consed: every distinct ground term gets one `TermId`, so equality of terms
+//! is equality of ids and a fact is a short slice of ids.
+
+use crate::gdl::{Symbol, Symbols};
+use rustc_hash::FxHashMap;
+
+/// A hash-consed ground term.
+pub(crate) type TermId = u32;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    functor: Symbol,
+    start: u32,
+    len: u32,
+}
+
+/// The table of ground terms. It only grows: an id, once given, names the same term forever.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Interner {
+    nodes: Vec<Node>,
+    args: Vec<TermId>,
+    /// Key: the functor followed by the argument ids (a constant is its functor alone).
+    map: FxHashMap<Box<[u32]>, TermId>,
+}
+
+impl Interner {
+    /// The id of `functor(args…)`, creating it if new.
+    pub(crate) fn intern(&mut self, functor: Symbol, args: &[TermId], scratch: &mut Vec<u32>) -> TermId {
+        make_key(functor, args, scratch);
+        if let Some(&t) = self.map.get(&scratch[..]) {
+            return t;
+        }
+        let id = self.nodes.len() as TermId;
+        self.nodes.push(Node {
+            functor,
+            start: self.args.len() as u32,
+            len: args.len() as u32,
+        });
+        self.args.extend_from_slice(args);
+        self.map.insert(scratch.as_slice().into(), id);
+        id
+    }
+
+    /// The id of `functor(args…)` if that term exists.
+    pub(crate) fn lookup(&self, functor: Symbol, args: &[TermId], scratch: &mut Vec<u32>) -> Option<TermId> {
+        make_key(functor, args, scratch);
+        self.map.get(&scratch[..]).copied()
+    }
+
+    pub(crate) fn functor(&self, t: TermId) -> Symbol {
+        self.nodes[t as usize].functor
+    }
+
+    pub(crate) fn args(&self, t: TermId) -> &[TermId] {
+        let n = self.nodes[t as usize];
+        &self.args[n.start as usize..(n.start + n.len) as usize]
+    }
+
+    /// Whether `t` is an id of this table.
+    pub(crate) fn contains(&self, t: TermId) -> bool {
+        (t as usize) < self.nodes.len()
+    }
+
+    /// Canonical KIF of a term.
+    pub(crate) fn text(&self, t: TermId, symbols: &Symbols) -> String {
+        let mut out = String::new();
+        self.write(t, symbols, &mut out);
+        out
+    }
+
+    fn write(&self, t: TermId, symbols: &Symbols, out: &mut String) {
+        let args = self.args(t);
+        if args.is_empty() {
+            out.push_str(symbols.name(self.functor(t)));
+            return;
+        }
+        out.push('(');
+        out.push_str(symbols.name(self.functor(t)));
+        for &a in args {
+            out.push(' ');
+            self.write(a, symbols, out);
+        }
+        out.push(')');
+    }
+
+    /// The id of a term written in KIF (`(cell 1 1 x)`, `noop`), if the term exists. Case and
+    /// spacing do not matter.
+    pub(crate) fn parse(&self, text: &str, symbols: &Symbols) -> Option<TermId> {
+        let mut tokens = Vec::new();
+        let mut word = String::new();
+        for c in text.chars() {
+            if c == '(' || c == ')' || c.is_whitespace() {
+                if !word.is_empty() {
+                    tokens.push(std::mem::take(&mut word));
+                }
+                if !c.is_whitespace() {
+                    tokens.push(c.to_string());
+                }
+            } else {
+                word.push(c.to_ascii_lowercase());
+            }
+        }
+        if !word.is_empty() {
+            tokens.push(word);
+        }
+        let mut pos = 0;
+        let t = self.parse_tokens(&tokens, &mut pos, symbols, 0)?;
+        (pos == tokens.len()).then_some(t)
+    }
+
+    fn parse_tokens(
+        &self,
+        tokens: &[String],
+        pos: &mut usize,
+        symbols: &Symbols,
+        depth: usize,
+    ) -> Option<TermId> {
+        if depth > crate::gdl::MAX_NESTING {
+            return None;
+        }
+        let tok = tokens.get(*pos)?;
+        *pos += 1;
+        let mut scratch = Vec::new();
+        if tok == "(" {
+            let functor = symbols.get(tokens.get(*pos)?)?;
+            *pos += 1;
+            let mut args = Vec::new();
+            while tokens.get(*pos)? != ")" {
+                args.push(self.parse_tokens(tokens, pos, symbols, depth + 1)?);
+            }
+            *pos += 1;
+            self.lookup(functor, &args, &mut scratch)
+        } else if tok == ")" {
+            None
+        } else {
+            self.lookup(symbols.get(tok)?, &[], &mut scratch)
+        }
+    }
+}
+
+fn make_key(functor: Symbol, args: &[TermId], scratch: &mut Vec<u32>) {
+    scratch.clear();
+    scratch.push(functor.0);
+    scratch.extend_from_slice(args);
+}
