@@ -5,5 +5,6 @@
 //! against).
 
 pub mod gdl;
+pub mod perft;
 pub mod reference;
 pub mod trace;
