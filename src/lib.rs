@@ -4,6 +4,7 @@
 //! [`reference`] evaluator answers for it directly (the oracle every other engine is tested
 //! against).
 
+pub mod compare;
 pub mod gdl;
 pub mod perft;
 pub mod reference;
