@@ -6,5 +6,6 @@
 
 pub mod compare;
 pub mod gdl;
+pub mod perft;
 pub mod reference;
 pub mod trace;

@@ -211,7 +211,13 @@ impl Builder<'_> {
                     ));
                 };
                 self.check_relation_name(w, *wspan, what)?;
-                let rel = self.symbol(w);
+                // `(p)` is a relation of its own, distinct from the proposition `p`, as GDL
+                // provers read it; its name keeps the parentheses so it prints back the same.
+                let rel = if items.len() == 1 {
+                    self.symbol(&format!("({w})"))
+                } else {
+                    self.symbol(w)
+                };
                 let args = items[1..]
                     .iter()
                     .map(|t| self.term(t))
@@ -315,11 +321,12 @@ impl Builder<'_> {
                 if *w == "<=" {
                     return Err(self.error("'<=' cannot name a function", *wspan));
                 }
-                let f = self.symbol(w);
                 if items.len() == 1 {
-                    // `(f)` is read as the constant `f`.
-                    return Ok(Term::Const(f));
+                    // `(f)`, a function of no arguments, is a constant distinct from `f`, as GDL
+                    // provers read it; its name keeps the parentheses so it prints back the same.
+                    return Ok(Term::Const(self.symbol(&format!("({w})"))));
                 }
+                let f = self.symbol(w);
                 let args = items[1..]
                     .iter()
                     .map(|t| self.term(t))

@@ -122,8 +122,14 @@ impl Interner {
         *pos += 1;
         let mut scratch = Vec::new();
         if tok == "(" {
-            let functor = symbols.get(tokens.get(*pos)?)?;
+            let name = tokens.get(*pos)?;
             *pos += 1;
+            if tokens.get(*pos)? == ")" {
+                // `(f)` is the constant named with its parentheses (see the parser).
+                *pos += 1;
+                return self.lookup(symbols.get(&format!("({name})"))?, &[], &mut scratch);
+            }
+            let functor = symbols.get(name)?;
             let mut args = Vec::new();
             while tokens.get(*pos)? != ")" {
                 args.push(self.parse_tokens(tokens, pos, symbols, depth + 1)?);
