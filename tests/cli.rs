@@ -209,3 +209,22 @@ fn bad_arguments_are_refused_with_usage() {
     let (code, _, _) = propjet(&["frobnicate"]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn every_shipped_game_passes_a_short_check() {
+    let mut games: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("games"))
+        .expect("the games directory is part of the repository")
+        .map(|entry| entry.expect("a readable directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "kif"))
+        .collect();
+    games.sort();
+    assert!(!games.is_empty(), "no shipped game in games/");
+    for game in &games {
+        let (code, out, err) = propjet(&["check", &game.to_string_lossy(), "--playouts", "5"]);
+        assert_eq!(code, 0, "{}:\nstdout:\n{out}\nstderr:\n{err}", game.display());
+        let (states, mismatches) = counts(&out);
+        // Five playouts show at least their five initial and five terminal states.
+        assert!(states >= 10, "{}: {states} states", game.display());
+        assert_eq!(mismatches, 0);
+    }
+}

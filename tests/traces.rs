@@ -38,15 +38,11 @@ fn shared_dir() -> Option<PathBuf> {
     None
 }
 
-/// Games where the reference evaluator is known to disagree with its trace today, with the
-/// first mismatch it gives (step and what differs). Each entry is checked: the game must still
-/// fail exactly so, and a game that starts to agree fails the test until its entry is removed.
-///
-/// FIXME: test_case_3a defines `(<= (open2) ...)` and uses `open2` in bodies. The trace's
-/// prover reads the nullary relation `(open2)` and the proposition `open2` as different
-/// relations, so `open2` is never true and only `(move correct_failure)` is legal; the reference
-/// evaluator reads them as one relation and gives `(move correct_correct)`.
-const KNOWN_DISAGREEMENTS: &[(&str, u32, &str)] = &[("test_case_3a", 0, "the legal moves of xplayer differ")];
+/// Games where the reference evaluator is known to disagree with its trace, with the first
+/// mismatch it gives (step and what differs). Each entry is checked: the game must still fail
+/// exactly so, and a game that starts to agree fails the test until its entry is removed. An
+/// entry is a FIXME with the reason beside it; today there is none.
+const KNOWN_DISAGREEMENTS: &[(&str, u32, &str)] = &[];
 
 /// One game's result: its name, how long it took, and its report or why it could not run.
 struct Outcome {
