@@ -6,6 +6,7 @@
 
 pub mod compare;
 pub mod gdl;
+pub mod ground;
 pub mod perft;
 pub mod reference;
 pub mod trace;

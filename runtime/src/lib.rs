@@ -33,11 +33,13 @@
 mod ids;
 mod machine;
 mod playout;
+mod program;
 mod rng;
 
 pub use ids::{FactIdx, MoveIdx, RoleIdx};
 pub use machine::{Machine, MachineError};
 pub use playout::{random_playout, Playout, PlayoutError};
+pub use program::{Entry, Gate, Layout, Lit, Op, Program};
 pub use rng::Rng;
 
 #[doc(hidden)]
