@@ -22,7 +22,12 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { ground: GroundLimits::default(), net: NetLimits::default(), optimize: true, max_rounds: 8 }
+        Options {
+            ground: GroundLimits::default(),
+            net: NetLimits::default(),
+            optimize: true,
+            max_rounds: 8,
+        }
     }
 }
 
@@ -104,8 +109,18 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
 
     let start = Instant::now();
     let program = net::order(&net);
-    program.validate().map_err(|e| CompileError::Invalid(e.to_string()))?;
+    program
+        .validate()
+        .map_err(|e| CompileError::Invalid(e.to_string()))?;
     timings.order = start.elapsed();
 
-    Ok(Compiled { program, net, ground_atoms, ground_rules, unoptimized, passes, timings })
+    Ok(Compiled {
+        program,
+        net,
+        ground_atoms,
+        ground_rules,
+        unoptimized,
+        passes,
+        timings,
+    })
 }

@@ -278,7 +278,12 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
     let compiled =
         compile::compile(&desc, &options).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
     let c = &compiled;
-    println!("{}: {} roles ({})", game.display(), c.net.roles.len(), c.net.roles.join(", "));
+    println!(
+        "{}: {} roles ({})",
+        game.display(),
+        c.net.roles.len(),
+        c.net.roles.join(", ")
+    );
     println!("ground: {} atoms, {} rules", c.ground_atoms, c.ground_rules);
     println!("net as built: {}", c.unoptimized);
     for p in &c.passes {
@@ -339,7 +344,8 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
                 net::DOT_MAX_NODES
             ))
         })?;
-        std::fs::write(path, dot).map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+        std::fs::write(path, dot)
+            .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
         println!("wrote {}", path.display());
     }
     Ok(())

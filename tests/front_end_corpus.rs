@@ -16,7 +16,12 @@ fn indexed_games() -> Option<Vec<PathBuf>> {
     let dir = games[0].parent().expect("a game lies in a directory");
     let index = std::fs::read_to_string(dir.join("INDEX.tsv")).expect("the corpus has an INDEX.tsv");
     let listed = index.lines().skip(1).filter(|l| !l.trim().is_empty()).count();
-    assert_eq!(games.len(), listed, "INDEX.tsv lists {listed} games, the directory has {}", games.len());
+    assert_eq!(
+        games.len(),
+        listed,
+        "INDEX.tsv lists {listed} games, the directory has {}",
+        games.len()
+    );
     Some(games)
 }
 

@@ -38,7 +38,10 @@ fn interpreter(desc: &gdl::Description, options: &Options) -> Result<Interpreter
 /// What a compile failure must be for `game`: `Ok(None)` if the game must compile, the
 /// expected text otherwise.
 fn expected_failure(game: &str) -> Option<&'static str> {
-    EXPECTED_COMPILE_FAILURES.iter().find(|(g, _)| *g == game).map(|(_, why)| *why)
+    EXPECTED_COMPILE_FAILURES
+        .iter()
+        .find(|(g, _)| *g == game)
+        .map(|(_, why)| *why)
 }
 
 /// Judges one game's outcome: a clean report with at least one state, or the expected failure.
@@ -47,9 +50,9 @@ fn judge(name: &str, result: &Result<Report, String>) -> Option<String> {
         (Ok(r), None) if r.is_clean() && r.states > 0 => None,
         (Ok(r), None) if r.is_clean() => Some(format!("{name}: no state was compared")),
         (Ok(r), None) => Some(format!("{name}: {r}")),
-        (Ok(_), Some(_)) => {
-            Some(format!("{name}: compiles now; remove it from EXPECTED_COMPILE_FAILURES"))
-        }
+        (Ok(_), Some(_)) => Some(format!(
+            "{name}: compiles now; remove it from EXPECTED_COMPILE_FAILURES"
+        )),
         (Err(e), Some(why)) if e.contains(why) => {
             eprintln!("expected compile failure (FIXME): {name}: {e}");
             None
@@ -60,7 +63,9 @@ fn judge(name: &str, result: &Result<Report, String>) -> Option<String> {
 
 #[test]
 fn interpreter_replays_every_corpus_trace_without_a_mismatch() {
-    let Some(traces) = corpus_traces("the interpreter trace replay") else { return };
+    let Some(traces) = corpus_traces("the interpreter trace replay") else {
+        return;
+    };
     let games = games_dir();
     let outcomes = run_all("interpreter trace replay", &traces, |path| {
         let game = stem(path);
@@ -69,13 +74,18 @@ fn interpreter_replays_every_corpus_trace_without_a_mismatch() {
         let trace = trace::read_trace(path).map_err(|e| e.to_string())?;
         Ok(compare::replay_trace(&machine, &trace))
     });
-    let failures: Vec<String> = outcomes.iter().filter_map(|o| judge(&o.name, &o.result)).collect();
+    let failures: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| judge(&o.name, &o.result))
+        .collect();
     assert_no_failures(&failures, outcomes.len());
 }
 
 #[test]
 fn interpreter_agrees_with_the_reference_on_every_corpus_game() {
-    let Some(games) = corpus_games("the interpreter-reference comparison") else { return };
+    let Some(games) = corpus_games("the interpreter-reference comparison") else {
+        return;
+    };
     let outcomes = run_all("interpreter vs reference", &games, |path| {
         let desc = read_game(path)?;
         let interp = interpreter(&desc, &Options::default())?;
@@ -83,20 +93,34 @@ fn interpreter_agrees_with_the_reference_on_every_corpus_game() {
         let mut engines = vec![compare::cursor(&reference), compare::cursor(&interp)];
         compare::lockstep(&mut engines, 2, 1, 300).map_err(|e| e.to_string())
     });
-    let failures: Vec<String> = outcomes.iter().filter_map(|o| judge(&o.name, &o.result)).collect();
+    let failures: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| judge(&o.name, &o.result))
+        .collect();
     assert_no_failures(&failures, outcomes.len());
 }
 
 #[test]
 fn optimized_net_plays_like_the_unoptimized_net_on_every_corpus_game() {
-    let Some(games) = corpus_games("the optimization comparison") else { return };
+    let Some(games) = corpus_games("the optimization comparison") else {
+        return;
+    };
     let outcomes = run_all("unoptimized vs optimized", &games, |path| {
         let desc = read_game(path)?;
-        let plain = interpreter(&desc, &Options { optimize: false, ..Options::default() })?;
+        let plain = interpreter(
+            &desc,
+            &Options {
+                optimize: false,
+                ..Options::default()
+            },
+        )?;
         let optimized = interpreter(&desc, &Options::default())?;
         let mut engines = vec![compare::cursor(&plain), compare::cursor(&optimized)];
         compare::lockstep(&mut engines, 20, 7, 500).map_err(|e| e.to_string())
     });
-    let failures: Vec<String> = outcomes.iter().filter_map(|o| judge(&o.name, &o.result)).collect();
+    let failures: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| judge(&o.name, &o.result))
+        .collect();
     assert_no_failures(&failures, outcomes.len());
 }

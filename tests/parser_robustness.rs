@@ -152,7 +152,9 @@ fn mutate(bytes: &mut Vec<u8>, rng: &mut Rng) {
 
 #[test]
 fn truncated_and_mutated_games_never_panic_and_errors_point_inside() {
-    let Some(games) = common::corpus_games("the robustness test") else { return };
+    let Some(games) = common::corpus_games("the robustness test") else {
+        return;
+    };
     let start = std::time::Instant::now();
     let mut failures = Vec::new();
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();

@@ -125,7 +125,10 @@ fn check_game(name: &str) -> Result<(), String> {
     let interp = load_compiled(name)?;
     let start = Instant::now();
     let rows = perft(&interp, golden.max_depth()).map_err(|e| format!("{name}: interp: {e}"))?;
-    eprintln!("{name}: interpreter perft in {:.2} s", start.elapsed().as_secs_f64());
+    eprintln!(
+        "{name}: interpreter perft in {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
     differences.extend(row_differences(&golden.rows, &rows, "interp"));
     if differences.is_empty() {
         Ok(())

@@ -39,12 +39,22 @@ fn replay_game(games: &Path, trace_path: &Path, game: &str) -> Result<Report, St
 
 #[test]
 fn reference_replays_every_corpus_trace_without_a_mismatch() {
-    let Some(traces) = common::corpus_traces("the trace replay test") else { return };
-    let games = traces[0].parent().and_then(Path::parent).expect("traces lie in shared/traces").join("games");
+    let Some(traces) = common::corpus_traces("the trace replay test") else {
+        return;
+    };
+    let games = traces[0]
+        .parent()
+        .and_then(Path::parent)
+        .expect("traces lie in shared/traces")
+        .join("games");
     let outcomes = common::run_all("reference trace replay", &traces, |path| {
         replay_game(&games, path, &common::stem(path))
     });
-    let states: u64 = outcomes.iter().filter_map(|o| o.result.as_ref().ok()).map(|r| r.states).sum();
+    let states: u64 = outcomes
+        .iter()
+        .filter_map(|o| o.result.as_ref().ok())
+        .map(|r| r.states)
+        .sum();
     eprintln!("reference trace replay: {states} states compared");
     let failures: Vec<String> = outcomes.iter().filter_map(judge).collect();
     common::assert_no_failures(&failures, outcomes.len());

@@ -16,7 +16,9 @@ pub struct NetLimits {
 
 impl Default for NetLimits {
     fn default() -> Self {
-        NetLimits { max_nodes: 20_000_000 }
+        NetLimits {
+            max_nodes: 20_000_000,
+        }
     }
 }
 
@@ -36,7 +38,6 @@ struct Builder<'g> {
     /// The rules of each head atom.
     rules_of: Vec<Vec<u32>>,
     false_node: NodeId,
-    true_node: NodeId,
 }
 
 impl<'g> Builder<'g> {
@@ -45,7 +46,10 @@ impl<'g> Builder<'g> {
         for (i, r) in g.rules.iter().enumerate() {
             rules_of[r.head.index()].push(i as u32);
         }
-        let mut net = Propnet { roles: g.roles.clone(), ..Propnet::default() };
+        let mut net = Propnet {
+            roles: g.roles.clone(),
+            ..Propnet::default()
+        };
         net.nodes.push(Node::Const(false));
         net.nodes.push(Node::Const(true));
         Builder {
@@ -56,7 +60,6 @@ impl<'g> Builder<'g> {
             negations: FxHashMap::default(),
             rules_of,
             false_node: NodeId(0),
-            true_node: NodeId(1),
         }
     }
 
@@ -131,8 +134,11 @@ impl<'g> Builder<'g> {
         for (i, &a) in legal_atoms.iter().enumerate() {
             self.net.inputs[i].legal = self.node_of(a);
         }
-        let base_index: FxHashMap<&str, usize> =
-            trues.iter().enumerate().map(|(b, a)| (g.atoms[a.index()].text.as_str(), b)).collect();
+        let base_index: FxHashMap<&str, usize> = trues
+            .iter()
+            .enumerate()
+            .map(|(b, a)| (g.atoms[a.index()].text.as_str(), b))
+            .collect();
         let mut goals = Vec::new();
         let mut views = Vec::new();
         for (i, atom) in g.atoms.iter().enumerate() {
@@ -150,7 +156,11 @@ impl<'g> Builder<'g> {
                     format!("(legal {} {})", g.roles[role as usize], atom.text)
                 }
                 AtomKind::Goal { role, value } => {
-                    goals.push(GoalProp { role: RoleIdx(role), value, node: self.node_of(id) });
+                    goals.push(GoalProp {
+                        role: RoleIdx(role),
+                        value,
+                        node: self.node_of(id),
+                    });
                     atom.text.clone()
                 }
                 AtomKind::Terminal => {
@@ -215,7 +225,11 @@ impl<'g> Builder<'g> {
 
     /// The or over `a`'s rules of the and of their literals; `inner` gives the node of atoms
     /// being unrolled.
-    fn build_atom(&mut self, a: AtomId, inner: &dyn Fn(AtomId) -> Option<NodeId>) -> Result<NodeId, NetError> {
+    fn build_atom(
+        &mut self,
+        a: AtomId,
+        inner: &dyn Fn(AtomId) -> Option<NodeId>,
+    ) -> Result<NodeId, NetError> {
         let rules = self.rules_of[a.index()].clone();
         let mut ors = Vec::with_capacity(rules.len());
         for r in rules {
@@ -247,13 +261,23 @@ impl<'g> Builder<'g> {
         let members: FxHashMap<AtomId, usize> = scc.iter().enumerate().map(|(i, &a)| (a, i)).collect();
         for &a in scc {
             for &r in &self.rules_of[a.index()] {
-                if g.rules[r as usize].body.iter().any(|l| l.negated && members.contains_key(&l.atom)) {
-                    let mut propositions: Vec<String> =
-                        scc.iter().take(8).map(|a| g.atoms[a.index()].text.clone()).collect();
+                if g.rules[r as usize]
+                    .body
+                    .iter()
+                    .any(|l| l.negated && members.contains_key(&l.atom))
+                {
+                    let mut propositions: Vec<String> = scc
+                        .iter()
+                        .take(8)
+                        .map(|a| g.atoms[a.index()].text.clone())
+                        .collect();
                     if scc.len() > 8 {
                         propositions.push(format!("… ({} in all)", scc.len()));
                     }
-                    return Err(NetError::Cycle { propositions, reason: "a cycle through negation".into() });
+                    return Err(NetError::Cycle {
+                        propositions,
+                        reason: "a cycle through negation".into(),
+                    });
                 }
             }
         }

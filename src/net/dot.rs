@@ -15,7 +15,11 @@ pub fn to_dot(net: &Propnet) -> Option<String> {
     }
     let mut labels: Vec<Vec<String>> = vec![Vec::new(); net.nodes.len()];
     for input in &net.inputs {
-        labels[input.legal.index()].push(format!("(legal {} {})", net.roles[input.role.index()], input.name));
+        labels[input.legal.index()].push(format!(
+            "(legal {} {})",
+            net.roles[input.role.index()],
+            input.name
+        ));
     }
     for g in &net.goals {
         labels[g.node.index()].push(format!("(goal {} {})", net.roles[g.role.index()], g.value));
@@ -31,7 +35,11 @@ pub fn to_dot(net: &Propnet) -> Option<String> {
             Node::Base(b) => ("box", net.bases[*b as usize].name.clone(), "blue"),
             Node::Input(x) => {
                 let input = &net.inputs[*x as usize];
-                ("box", format!("(does {} {})", net.roles[input.role.index()], input.name), "darkgreen")
+                (
+                    "box",
+                    format!("(does {} {})", net.roles[input.role.index()], input.name),
+                    "darkgreen",
+                )
             }
             Node::And(_) => ("invtriangle", "and".into(), "black"),
             Node::Or(_) => ("ellipse", "or".into(), "black"),

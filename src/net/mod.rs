@@ -154,15 +154,24 @@ impl Propnet {
         for (i, node) in self.nodes.iter().enumerate() {
             for &op in node.operands() {
                 if op.index() >= i {
-                    return Err(NetError::Internal(format!("node n{i} reads n{} which is not before it", op.0)));
+                    return Err(NetError::Internal(format!(
+                        "node n{i} reads n{} which is not before it",
+                        op.0
+                    )));
                 }
             }
             match *node {
                 Node::Base(b) if b as usize >= self.bases.len() => {
-                    return Err(NetError::Internal(format!("node n{i} is base {b} of {}", self.bases.len())))
+                    return Err(NetError::Internal(format!(
+                        "node n{i} is base {b} of {}",
+                        self.bases.len()
+                    )))
                 }
                 Node::Input(x) if x as usize >= self.inputs.len() => {
-                    return Err(NetError::Internal(format!("node n{i} is input {x} of {}", self.inputs.len())))
+                    return Err(NetError::Internal(format!(
+                        "node n{i} is input {x} of {}",
+                        self.inputs.len()
+                    )))
                 }
                 _ => {}
             }
@@ -172,7 +181,9 @@ impl Propnet {
             .chain(self.views.iter().map(|v| v.1))
             .find(|id| id.index() >= n);
         if let Some(id) = out_of_range {
-            return Err(NetError::Internal(format!("an output reads {id}, beyond the {n} nodes")));
+            return Err(NetError::Internal(format!(
+                "an output reads {id}, beyond the {n} nodes"
+            )));
         }
         Ok(())
     }
@@ -205,3 +216,6 @@ pub enum NetError {
     #[error("internal net error (a bug): {0}")]
     Internal(String),
 }
+
+#[cfg(test)]
+mod tests;

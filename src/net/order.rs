@@ -40,8 +40,16 @@ pub fn order(net: &Propnet) -> Program {
                 Node::And(ops) | Node::Or(ops) => {
                     let start = operands.len() as u32;
                     operands.extend(ops.iter().map(|o| lits[o.index()].expect("operand emitted")));
-                    let op = if matches!(node, Node::And(_)) { Op::And } else { Op::Or };
-                    gates.push(Gate { op, start, len: ops.len() as u32 });
+                    let op = if matches!(node, Node::And(_)) {
+                        Op::And
+                    } else {
+                        Op::Or
+                    };
+                    gates.push(Gate {
+                        op,
+                        start,
+                        len: ops.len() as u32,
+                    });
                     Lit::pos(first_gate_slot + gates.len() as u32 - 1)
                 }
             };

@@ -54,10 +54,21 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
     let mut reports = Vec::new();
     for round in 1..=max_rounds {
         let before = NetStats::of(&net);
-        for pass in [Pass::ConstantFolding, Pass::Collapse, Pass::Merge, Pass::Propositions, Pass::DeadNodes] {
+        for pass in [
+            Pass::ConstantFolding,
+            Pass::Collapse,
+            Pass::Merge,
+            Pass::Propositions,
+            Pass::DeadNodes,
+        ] {
             let start = Instant::now();
             net = run(&net, pass);
-            reports.push(PassReport { pass, round, stats: NetStats::of(&net), time: start.elapsed() });
+            reports.push(PassReport {
+                pass,
+                round,
+                stats: NetStats::of(&net),
+                time: start.elapsed(),
+            });
         }
         if NetStats::of(&net) == before {
             break;
@@ -69,9 +80,30 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
 /// Runs one pass.
 pub fn run(net: &Propnet, pass: Pass) -> Propnet {
     match pass {
-        Pass::ConstantFolding => Rewriter::new(net, Flags { fold: true, ..Flags::default() }).run(),
-        Pass::Collapse => Rewriter::new(net, Flags { collapse: true, ..Flags::default() }).run(),
-        Pass::Merge => Rewriter::new(net, Flags { merge: true, ..Flags::default() }).run(),
+        Pass::ConstantFolding => Rewriter::new(
+            net,
+            Flags {
+                fold: true,
+                ..Flags::default()
+            },
+        )
+        .run(),
+        Pass::Collapse => Rewriter::new(
+            net,
+            Flags {
+                collapse: true,
+                ..Flags::default()
+            },
+        )
+        .run(),
+        Pass::Merge => Rewriter::new(
+            net,
+            Flags {
+                merge: true,
+                ..Flags::default()
+            },
+        )
+        .run(),
         Pass::Propositions => propositions(net),
         Pass::DeadNodes => dead_nodes(net),
     }
@@ -217,12 +249,37 @@ fn remap(old: &Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>
     Propnet {
         roles: old.roles.clone(),
         nodes,
-        bases: old.bases.iter().map(|b| super::BaseProp { next: must(b.next), ..b.clone() }).collect(),
+        bases: old
+            .bases
+            .iter()
+            .map(|b| super::BaseProp {
+                next: must(b.next),
+                ..b.clone()
+            })
+            .collect(),
         constant_facts: old.constant_facts.clone(),
-        inputs: old.inputs.iter().map(|i| super::InputProp { legal: must(i.legal), ..i.clone() }).collect(),
-        goals: old.goals.iter().map(|g| super::GoalProp { node: must(g.node), ..g.clone() }).collect(),
+        inputs: old
+            .inputs
+            .iter()
+            .map(|i| super::InputProp {
+                legal: must(i.legal),
+                ..i.clone()
+            })
+            .collect(),
+        goals: old
+            .goals
+            .iter()
+            .map(|g| super::GoalProp {
+                node: must(g.node),
+                ..g.clone()
+            })
+            .collect(),
         terminal: must(old.terminal),
-        views: old.views.iter().filter_map(|(name, id)| map(*id).map(|n| (name.clone(), n))).collect(),
+        views: old
+            .views
+            .iter()
+            .filter_map(|(name, id)| map(*id).map(|n| (name.clone(), n)))
+            .collect(),
     }
 }
 
@@ -232,7 +289,11 @@ fn propositions(net: &Propnet) -> Propnet {
         Node::Const(b) => Some(b),
         _ => None,
     };
-    let keep_input: Vec<bool> = net.inputs.iter().map(|i| is_const(i.legal) != Some(false)).collect();
+    let keep_input: Vec<bool> = net
+        .inputs
+        .iter()
+        .map(|i| is_const(i.legal) != Some(false))
+        .collect();
     // A base keeps its initial value forever if its next is itself or that value.
     let fixed: Vec<Option<bool>> = net
         .bases

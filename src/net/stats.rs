@@ -68,10 +68,19 @@ impl NetStats {
                 Node::Not(_) => s.nots += 1,
             }
             if node.is_gate() {
-                depth[i] = 1 + node.operands().iter().map(|o| depth[o.index()]).max().unwrap_or(0);
+                depth[i] = 1 + node
+                    .operands()
+                    .iter()
+                    .map(|o| depth[o.index()])
+                    .max()
+                    .unwrap_or(0);
             }
         }
-        s.depth = net.outputs().map(|o| depth[o.index()] as usize).max().unwrap_or(0);
+        s.depth = net
+            .outputs()
+            .map(|o| depth[o.index()] as usize)
+            .max()
+            .unwrap_or(0);
         s
     }
 

@@ -58,7 +58,10 @@ pub fn corpus_traces(test: &str) -> Option<Vec<PathBuf>> {
 
 /// The name of a game or trace file: its stem.
 pub fn stem(path: &Path) -> String {
-    path.file_stem().unwrap_or_default().to_string_lossy().into_owned()
+    path.file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// One job's result: its name, how long it took, and its value or why it failed.
@@ -86,16 +89,29 @@ pub fn run_all<T: Send>(
                 let clock = Instant::now();
                 let result = panic::catch_unwind(AssertUnwindSafe(|| job(path)))
                     .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_text(payload.as_ref()))));
-                let outcome = Outcome { name: stem(path), time: clock.elapsed(), result };
-                outcomes.lock().expect("no job panics while holding the lock").push(outcome);
+                let outcome = Outcome {
+                    name: stem(path),
+                    time: clock.elapsed(),
+                    result,
+                };
+                outcomes
+                    .lock()
+                    .expect("no job panics while holding the lock")
+                    .push(outcome);
             });
         }
     });
-    let mut outcomes = outcomes.into_inner().expect("no job panicked while holding the lock");
+    let mut outcomes = outcomes
+        .into_inner()
+        .expect("no job panicked while holding the lock");
     assert_eq!(outcomes.len(), paths.len(), "every job ran");
     outcomes.sort_by_key(|o| std::cmp::Reverse(o.time));
     let total: Duration = outcomes.iter().map(|o| o.time).sum();
-    let mut log = format!("{what}: {} jobs, {:.1} s in all; slowest:\n", outcomes.len(), total.as_secs_f64());
+    let mut log = format!(
+        "{what}: {} jobs, {:.1} s in all; slowest:\n",
+        outcomes.len(),
+        total.as_secs_f64()
+    );
     for o in outcomes.iter().take(8) {
         log += &format!("  {:>9.1} ms  {}\n", o.time.as_secs_f64() * 1e3, o.name);
     }
@@ -106,7 +122,12 @@ pub fn run_all<T: Send>(
 
 /// Fails with every message in `failures`, if any.
 pub fn assert_no_failures(failures: &[String], of: usize) {
-    assert!(failures.is_empty(), "{} of {of} games fail:\n\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {of} games fail:\n\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
