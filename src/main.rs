@@ -231,7 +231,7 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
                     println!("{}: {report}", engine.engine_name());
                 }
                 total.playouts = report.playouts;
-                total.states += report.states;
+                total.states = total.states.max(report.states);
                 total.mismatches += report.mismatches;
                 if total.first.is_none() {
                     total.first = report.first;
