@@ -4,6 +4,8 @@
 //! Each test binary includes this module and uses only part of it.
 #![allow(dead_code)]
 
+pub mod random_program;
+
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};

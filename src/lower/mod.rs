@@ -1,0 +1,471 @@
+//! Lowering: an ordered [`Program`] to native bit-parallel functions with Cranelift (see
+//! `doc/native.md`).
+//!
+//! Each entry (legal, terminal, goals, next, view) becomes one or more *chunk* functions with
+//! the C signature `void f(uint64_t *values)`, each computing a run of the entry's gates in
+//! order; [`propjet_runtime::Native`] owns the code and documents the calling convention. Every
+//! gate is lowered the same way, on `u64` lane words (64 states per call) and, where the ISA has
+//! them, on 128-bit vectors (128 states per call):
+//!
+//! 1. load each operand's slot from the value array;
+//! 2. combine them with bitwise operations: an AND gate is `AND(positives) & !OR(negated)`, an
+//!    OR gate is `OR(positives) | !AND(negated)`, so a gate costs at most one negation;
+//! 3. store the result into the gate's slot.
+//!
+//! Values never stay in SSA form across gates, and Cranelift's alias analysis is off, so each
+//! load reads memory. Keeping values in registers across gates made register allocation
+//! superlinear (a 10k-gate function took seconds) and the code no faster; this form compiles in
+//! time linear in the gates. Entries larger than [`Options::chunk_cost`] are split into several
+//! functions so that compile memory stays small too.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{CodegenError, Context};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Module, ModuleError};
+use propjet_runtime::{
+    Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Program, ProgramError, Width,
+};
+
+/// Which register allocator Cranelift runs.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Regalloc {
+    /// The default allocator: slower to run, better code in general.
+    Backtracking,
+    /// The single-pass allocator: faster to run.
+    SinglePass,
+}
+
+/// How to lower a program.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The most work one generated function holds, counted as one per operand load plus one per
+    /// gate. Larger entries are split into several functions called in order.
+    pub chunk_cost: usize,
+    /// Whether to also generate the 128-lane code (when the ISA supports it).
+    pub x128: bool,
+    /// Whether Cranelift's IR verifier runs on every function. On in debug builds and tests,
+    /// off in release builds, where it would only cost time.
+    pub verifier: bool,
+    /// The register allocator.
+    pub regalloc: Regalloc,
+    /// The most gates [`lower`] accepts; a larger program is refused with
+    /// [`LowerError::TooLarge`], and [`engine`] then runs it on the interpreter.
+    pub max_gates: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            chunk_cost: 16_384,
+            x128: true,
+            verifier: cfg!(debug_assertions),
+            regalloc: Regalloc::Backtracking,
+            max_gates: 4_000_000,
+        }
+    }
+}
+
+/// Why a program was not lowered.
+#[derive(Debug, thiserror::Error)]
+pub enum LowerError {
+    /// The host has no code generator in this build (or Cranelift refused its settings).
+    #[error("native code is not available on this host: {0}")]
+    UnsupportedHost(String),
+    /// The program exceeds [`Options::max_gates`].
+    #[error("the program has {gates} gates, more than the native limit of {limit}")]
+    TooLarge {
+        /// The program's gates.
+        gates: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The program does not validate: a bug of whatever built it.
+    #[error("invalid program: {0}")]
+    Invalid(#[from] ProgramError),
+    /// Executable memory could not be had from the operating system.
+    #[error("executable memory for the code could not be set up: {0}")]
+    Memory(String),
+    /// Cranelift failed on a function we built: always a bug of the lowering.
+    #[error("internal error (a bug): code generation failed for {what}: {message}")]
+    Codegen {
+        /// Which function.
+        what: String,
+        /// Cranelift's message.
+        message: String,
+    },
+    /// The runtime refused the finished code: always a bug of the lowering.
+    #[error("internal error (a bug): the runtime refused the code: {0}")]
+    Runtime(#[from] NativeError),
+}
+
+/// What lowering produced and spent.
+#[derive(Clone, Debug, Default)]
+pub struct LowerStats {
+    /// Generated functions (chunks), over all entries and widths.
+    pub functions: usize,
+    /// Gates lowered, over all entries and widths: a gate that several entries need is lowered
+    /// once for each.
+    pub gates: usize,
+    /// Bytes of machine code.
+    pub code_bytes: usize,
+    /// Whether the 128-lane code was generated.
+    pub x128: bool,
+    /// Wall time of the whole lowering, building the IR through finalizing the code.
+    pub time: Duration,
+}
+
+/// A lowered program and its statistics.
+#[derive(Debug)]
+pub struct Lowered {
+    /// The native code.
+    pub native: Native,
+    /// What lowering produced and spent.
+    pub stats: LowerStats,
+}
+
+/// Lowers `program` to native code for the host.
+pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowered, LowerError> {
+    let start = Instant::now();
+    let program: Arc<Program> = program.into();
+    program.validate()?;
+    if program.num_gates() > options.max_gates {
+        return Err(LowerError::TooLarge {
+            gates: program.num_gates(),
+            limit: options.max_gates,
+        });
+    }
+    let isa = host_isa(options)?;
+    let x128 = options.x128 && supports_x128(&isa);
+    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    let mut stats = LowerStats {
+        x128,
+        ..LowerStats::default()
+    };
+    let mut chunks: [EntryChunks; 5] = Default::default();
+    let mut lowerer = Lowerer::new(&module);
+    for entry in Entry::ALL {
+        let ranges = chunk_ranges(&program, program.gates_of(entry), options.chunk_cost);
+        let c = &mut chunks[entry.index()];
+        c.x64 = lowerer.define_all(&mut module, &program, entry, Width::X64, &ranges, &mut stats)?;
+        if x128 {
+            c.x128 =
+                Some(lowerer.define_all(&mut module, &program, entry, Width::X128, &ranges, &mut stats)?);
+        }
+    }
+    if let Err(e) = module.finalize_definitions() {
+        // SAFETY: no pointer to the module's code was taken, so freeing it cannot leave a
+        // dangling one.
+        unsafe { module.free_memory() };
+        return Err(LowerError::Memory(e.to_string()));
+    }
+    // SAFETY: every id in `chunks` was declared and defined in `module` by `define_all` and
+    // `finalize_definitions` ran after the last definition. Each function has the module's
+    // default signature plus one pointer parameter and no result, in the ISA's default calling
+    // convention, which is the host's C convention. `build_chunk` emits only loads and stores
+    // at `base + slot * stride` for slots of the validated program (every operand slot is below
+    // its gate's slot and every gate slot below `num_slots`), the bitwise operations between
+    // them and a return: no other memory, no call, no trap, no loop. Loads and stores claim
+    // alignment to the lane width, which the runtime checks for 128-bit lanes and which `u64`
+    // arrays have.
+    let native = unsafe { Native::from_jit(program, module, chunks) }?;
+    stats.time = start.elapsed();
+    Ok(Lowered { native, stats })
+}
+
+/// The program on native code when that can be had, or else on the interpreter with the reason.
+/// A bug (an invalid program, a code generation failure) is an error, not a fallback.
+pub fn engine(program: impl Into<Arc<Program>>, options: &Options) -> Result<Engine, LowerError> {
+    let program: Arc<Program> = program.into();
+    match lower(Arc::clone(&program), options) {
+        Ok(lowered) => Ok(Engine::Native(lowered.native)),
+        Err(e @ (LowerError::UnsupportedHost(_) | LowerError::TooLarge { .. } | LowerError::Memory(_))) => {
+            Ok(Engine::Interp {
+                interp: Interpreter::new(program)?,
+                reason: e.to_string(),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The host ISA with our settings.
+fn host_isa(options: &Options) -> Result<OwnedTargetIsa, LowerError> {
+    let setting = |e: settings::SetError| LowerError::UnsupportedHost(format!("a Cranelift setting: {e}"));
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").map_err(setting)?;
+    flags.set("enable_alias_analysis", "false").map_err(setting)?;
+    let verifier = if options.verifier { "true" } else { "false" };
+    flags.set("enable_verifier", verifier).map_err(setting)?;
+    let regalloc = match options.regalloc {
+        Regalloc::Backtracking => "backtracking",
+        Regalloc::SinglePass => "single_pass",
+    };
+    flags.set("regalloc_algorithm", regalloc).map_err(setting)?;
+    // The JIT module requires non-PIC code and long-range calls; our functions are leaves that
+    // never unwind, so they need no unwind information either.
+    flags.set("is_pic", "false").map_err(setting)?;
+    flags.set("use_colocated_libcalls", "false").map_err(setting)?;
+    flags.set("unwind_info", "false").map_err(setting)?;
+    let builder = cranelift_native::builder().map_err(|m| LowerError::UnsupportedHost(m.to_string()))?;
+    builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| LowerError::UnsupportedHost(e.to_string()))
+}
+
+/// Whether the ISA compiles the 128-bit vector operations we use, tried on a small function.
+fn supports_x128(isa: &OwnedTargetIsa) -> bool {
+    let mut ctx = Context::new();
+    ctx.func.signature.call_conv = isa.default_call_conv();
+    ctx.func.signature.params.push(AbiParam::new(isa.pointer_type()));
+    let mut fctx = FunctionBuilderContext::new();
+    let gates = [
+        (Op::And, vec![Lit::pos(2), Lit::neg(3)]),
+        (Op::Or, vec![Lit::neg(2), Lit::neg(3)]),
+        (Op::And, vec![]),
+    ];
+    build_function(&mut ctx.func, &mut fctx, isa.frontend_config(), |b, base| {
+        for (i, (op, operands)) in gates.iter().enumerate() {
+            let v = gate_value(b, base, Width::X128, *op, operands);
+            store(b, base, Width::X128, 4 + i as u32, v);
+        }
+    });
+    ctx.compile(&**isa, &mut Default::default()).is_ok()
+}
+
+/// The gate ranges of each chunk: consecutive runs of `gates` whose cost (operands plus one per
+/// gate) stays within `budget`, except that a single gate above the budget gets a chunk alone.
+fn chunk_ranges(program: &Program, gates: &[u32], budget: usize) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let (mut start, mut cost) = (0, 0);
+    for (i, &g) in gates.iter().enumerate() {
+        let c = program.gates[g as usize].len as usize + 1;
+        if cost > 0 && cost + c > budget {
+            ranges.push(start..i);
+            (start, cost) = (i, 0);
+        }
+        cost += c;
+    }
+    if start < gates.len() {
+        ranges.push(start..gates.len());
+    }
+    ranges
+}
+
+/// The reusable state of building functions.
+struct Lowerer {
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    signature: ir::Signature,
+}
+
+impl Lowerer {
+    fn new(module: &JITModule) -> Lowerer {
+        let mut signature = module.make_signature();
+        signature
+            .params
+            .push(AbiParam::new(module.target_config().pointer_type()));
+        Lowerer {
+            ctx: module.make_context(),
+            fctx: FunctionBuilderContext::new(),
+            signature,
+        }
+    }
+
+    /// Defines one function per range of `entry`'s gates at `width`, in order.
+    fn define_all(
+        &mut self,
+        module: &mut JITModule,
+        program: &Program,
+        entry: Entry,
+        width: Width,
+        ranges: &[std::ops::Range<usize>],
+        stats: &mut LowerStats,
+    ) -> Result<Vec<cranelift_module::FuncId>, LowerError> {
+        let gates = program.gates_of(entry);
+        let mut ids = Vec::with_capacity(ranges.len());
+        for (i, range) in ranges.iter().enumerate() {
+            let what = || format!("chunk {i} of entry {entry:?} at {} lanes", width.lanes());
+            let codegen = |e: ModuleError| LowerError::Codegen {
+                what: what(),
+                message: module_error_text(e),
+            };
+            let id = module
+                .declare_anonymous_function(&self.signature)
+                .map_err(codegen)?;
+            module.clear_context(&mut self.ctx);
+            self.ctx.func.signature = self.signature.clone();
+            let config = module.target_config();
+            build_function(&mut self.ctx.func, &mut self.fctx, config, |b, base| {
+                for &g in &gates[range.clone()] {
+                    let g = g as usize;
+                    // The program validated, so every gate's operand run is in bounds.
+                    let operands = program.gate_operands(g).unwrap_or(&[]);
+                    let v = gate_value(b, base, width, program.gates[g].op, operands);
+                    store(b, base, width, program.gate_slot(g), v);
+                }
+            });
+            module.define_function(id, &mut self.ctx).map_err(codegen)?;
+            stats.code_bytes += self.ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
+            stats.functions += 1;
+            stats.gates += range.len();
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+}
+
+/// Cranelift's message for a module error, with the verifier's findings spelled out.
+fn module_error_text(e: ModuleError) -> String {
+    match e {
+        ModuleError::Compilation(CodegenError::Verifier(errors)) => format!("verifier: {errors}"),
+        other => other.to_string(),
+    }
+}
+
+/// Builds a function of one block whose parameter is the value array, with `body` emitting the
+/// gates, then a return.
+fn build_function(
+    func: &mut ir::Function,
+    fctx: &mut FunctionBuilderContext,
+    config: cranelift_codegen::isa::TargetFrontendConfig,
+    body: impl FnOnce(&mut FunctionBuilder, Value),
+) {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    b.seal_block(block);
+    let base = b.block_params(block)[0];
+    body(&mut b, base);
+    b.ins().return_(&[]);
+    b.finalize(config);
+}
+
+/// The Cranelift type of one lane value.
+fn lane_type(width: Width) -> ir::Type {
+    match width {
+        Width::X64 => types::I64,
+        Width::X128 => types::I64X2,
+    }
+}
+
+/// The address of `slot` as a base value and a 32-bit offset. Offsets that do not fit in 32
+/// bits (beyond 2 GiB of values) are added to the base first.
+fn address(b: &mut FunctionBuilder, base: Value, width: Width, slot: u32) -> (Value, i32) {
+    let offset = u64::from(slot) * (width.words() as u64 * 8);
+    match i32::try_from(offset) {
+        Ok(offset) => (base, offset),
+        // A slot is below 2^31 and a lane value 16 bytes at most, so the offset fits in i64.
+        Err(_) => (b.ins().iadd_imm_u(base, offset as i64), 0),
+    }
+}
+
+fn load(b: &mut FunctionBuilder, base: Value, width: Width, slot: u32) -> Value {
+    let (addr, offset) = address(b, base, width, slot);
+    b.ins()
+        .load(lane_type(width), MemFlagsData::trusted(), addr, offset)
+}
+
+fn store(b: &mut FunctionBuilder, base: Value, width: Width, slot: u32, value: Value) {
+    let (addr, offset) = address(b, base, width, slot);
+    b.ins().store(MemFlagsData::trusted(), value, addr, offset);
+}
+
+/// A lane value with every bit `bit`.
+fn constant(b: &mut FunctionBuilder, width: Width, bit: bool) -> Value {
+    let word = b.ins().iconst(types::I64, if bit { -1 } else { 0 });
+    match width {
+        Width::X64 => word,
+        Width::X128 => b.ins().splat(types::I64X2, word),
+    }
+}
+
+/// Emits the loads and bitwise operations of one gate and returns its value.
+///
+/// With `P` the positive and `N` the negated operands (read as their slots), an AND gate is
+/// `AND(P) & !OR(N)` and an OR gate is `OR(P) | !AND(N)` (De Morgan), so whatever the signs the
+/// gate costs its loads, one operation per further operand and at most one negation, which
+/// `band_not`/`bor_not` fold into the last operation when both groups are present.
+fn gate_value(b: &mut FunctionBuilder, base: Value, width: Width, op: Op, operands: &[Lit]) -> Value {
+    let mut positive: Option<Value> = None;
+    let mut negated: Option<Value> = None;
+    for lit in operands {
+        let v = load(b, base, width, lit.slot());
+        // Within the positive group the gate's own operation joins; within the negated group,
+        // the dual one.
+        let (acc, join_and) = if lit.is_negated() {
+            (&mut negated, op == Op::Or)
+        } else {
+            (&mut positive, op == Op::And)
+        };
+        *acc = Some(match *acc {
+            None => v,
+            Some(a) if join_and => b.ins().band(a, v),
+            Some(a) => b.ins().bor(a, v),
+        });
+    }
+    match (positive, negated) {
+        // AND() is true and OR() false.
+        (None, None) => constant(b, width, op == Op::And),
+        (Some(p), None) => p,
+        (None, Some(n)) => b.ins().bnot(n),
+        (Some(p), Some(n)) => match op {
+            Op::And => b.ins().band_not(p, n),
+            Op::Or => b.ins().bor_not(p, n),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_respect_the_budget_and_cover_every_gate() {
+        let mut program = Program {
+            layout: propjet_runtime::Layout {
+                roles: Vec::new(),
+                bases: vec!["a".into()],
+                constant_facts: Vec::new(),
+                inputs: Vec::new(),
+                role_inputs: Vec::new(),
+                goals: Vec::new(),
+                views: Vec::new(),
+            },
+            gates: Vec::new(),
+            operands: Vec::new(),
+            init: vec![0],
+            legal: Vec::new(),
+            goals: Vec::new(),
+            terminal: Lit::FALSE,
+            next: vec![Lit::pos(2)],
+            views: Vec::new(),
+            entry_gates: Default::default(),
+        };
+        // Gates of 1, 2, 9 and 0 operands: costs 2, 3, 10 and 1.
+        for len in [1u32, 2, 9, 0] {
+            let start = program.operands.len() as u32;
+            program.operands.extend((0..len).map(|_| Lit::pos(2)));
+            program.gates.push(propjet_runtime::Gate {
+                op: Op::And,
+                start,
+                len,
+            });
+        }
+        let all = [0, 1, 2, 3];
+        assert_eq!(chunk_ranges(&program, &all, 5), vec![0..2, 2..3, 3..4]);
+        assert_eq!(chunk_ranges(&program, &all, 100), vec![0..4]);
+        assert_eq!(chunk_ranges(&program, &all, 1), vec![0..1, 1..2, 2..3, 3..4]);
+        assert_eq!(
+            chunk_ranges(&program, &[], 5),
+            Vec::<std::ops::Range<usize>>::new()
+        );
+        assert_eq!(chunk_ranges(&program, &[2, 3], 11), vec![0..2]);
+    }
+}
