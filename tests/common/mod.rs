@@ -4,6 +4,7 @@
 //! Each test binary includes this module and uses only part of it.
 #![allow(dead_code)]
 
+pub mod differential;
 pub mod random_program;
 
 use std::io::Write;
