@@ -11,12 +11,13 @@
 
 mod common;
 
-use common::differential::{arrays_agree, lanes_agree, machines_agree, random_joint, random_mask, random_state};
+use common::differential::{
+    arrays_agree, lanes_agree, machines_agree, random_joint, random_mask, random_state,
+};
 use common::random_program::{random_program, Shape};
 use propjet::lower::{self, LowerError, Options, Regalloc};
 use propjet_runtime::{
-    Engine, Entry, Interpreter, Layout, Lit, Machine, MoveIdx, Native, NativeError, PackedState, Program,
-    Rng, RoleIdx, Width,
+    Engine, Entry, Interpreter, Lit, Machine, Native, NativeError, PackedState, Program, Rng, Width,
 };
 use proptest::prelude::*;
 

@@ -29,9 +29,11 @@ fn read_game(path: &Path) -> Result<gdl::Description, String> {
 
 /// The game compiled, run by the interpreter and by native code (the verifier on).
 fn engines(desc: &gdl::Description) -> Result<(Arc<Program>, Interpreter, Native), String> {
-    let compiled = compile::compile(desc, &Options::default()).map_err(|e| format!("does not compile: {e}"))?;
+    let compiled =
+        compile::compile(desc, &Options::default()).map_err(|e| format!("does not compile: {e}"))?;
     let program = Arc::new(compiled.program);
-    let interp = Interpreter::new(Arc::clone(&program)).map_err(|e| format!("the interpreter refuses: {e}"))?;
+    let interp =
+        Interpreter::new(Arc::clone(&program)).map_err(|e| format!("the interpreter refuses: {e}"))?;
     let options = lower::Options {
         verifier: true,
         ..lower::Options::default()
@@ -72,7 +74,12 @@ fn native_replays_every_corpus_trace_without_a_mismatch() {
 
 /// Reachable states with a random joint move each (legal for every role), from seeded random
 /// playouts of the interpreter, until `count` are collected or the playouts run out.
-fn reachable(interp: &Interpreter, program: &Program, rng: &mut Rng, count: usize) -> Vec<(PackedState, Vec<u64>)> {
+fn reachable(
+    interp: &Interpreter,
+    program: &Program,
+    rng: &mut Rng,
+    count: usize,
+) -> Vec<(PackedState, Vec<u64>)> {
     let mut out = Vec::new();
     for _ in 0..20 {
         let mut state = interp.initial_state();
@@ -121,7 +128,13 @@ fn native_agrees_with_the_interpreter_on_every_corpus_game() {
         }
         let (states, inputs): (Vec<PackedState>, Vec<Vec<u64>>) = steps.into_iter().unzip();
         lanes_agree(&program, &interp, &native, &states, &inputs)?;
-        machines_agree(&program, &interp, &native, &states[..states.len().min(16)], &mut rng)?;
+        machines_agree(
+            &program,
+            &interp,
+            &native,
+            &states[..states.len().min(16)],
+            &mut rng,
+        )?;
         let mut engines = vec![compare::cursor(&interp), compare::cursor(&native)];
         compare::lockstep(&mut engines, 3, 1, 300).map_err(|e| e.to_string())
     });

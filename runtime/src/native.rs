@@ -333,13 +333,19 @@ impl Native {
         chunks: [EntryChunks; 5],
     ) -> Result<Native, NativeError> {
         let program: Arc<Program> = program.into();
-        program.validate()?;
         let has_x128 = chunks[0].x128.is_some();
-        if let Some(entry) = Entry::ALL
-            .into_iter()
-            .find(|e| chunks[e.index()].x128.is_some() != has_x128)
-        {
-            return Err(NativeError::InconsistentWidths { entry });
+        let refusal = match program.validate() {
+            Err(e) => Some(NativeError::Program(e)),
+            Ok(()) => Entry::ALL
+                .into_iter()
+                .find(|e| chunks[e.index()].x128.is_some() != has_x128)
+                .map(|entry| NativeError::InconsistentWidths { entry }),
+        };
+        if let Some(refusal) = refusal {
+            // SAFETY: no pointer to the module's code has been taken yet, so freeing it cannot
+            // leave a dangling one; without this a dropped module would keep its code mapped.
+            unsafe { module.free_memory() };
+            return Err(refusal);
         }
         let cast = |id: &FuncId| -> ChunkFn {
             let ptr = module.get_finalized_function(*id);
@@ -414,9 +420,12 @@ impl Native {
         })
     }
 
-    /// Runs `entry` on a 64-lane value array of at least [`Program::num_slots`] words, the same
-    /// contract as [`Interpreter::eval`](crate::Interpreter::eval): the constant slots are set,
-    /// the entry's gates computed, and gate slots of other entries left as they were.
+    /// Runs `entry` on a 64-lane value array of at least [`Program::num_slots`] words, as
+    /// [`Interpreter::eval`](crate::Interpreter::eval) does: the constant slots are set and the
+    /// entry's gates computed; base and input slots are only read. Unlike the interpreter, it
+    /// may also compute gates the entry does not need (the view entry runs the next-state code
+    /// first when the two share most gates), so another gate's slot is left as it was or given
+    /// that gate's value.
     pub fn eval(&self, entry: Entry, values: &mut [u64]) -> Result<(), NativeError> {
         let needed = self.program.num_slots();
         if values.len() < needed {

@@ -18,16 +18,17 @@
 //! time linear in the gates. Entries larger than [`Options::chunk_cost`] are split into several
 //! functions so that compile memory stays small too.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Value};
-use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{CodegenError, Context};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Module, ModuleError};
+use cranelift_module::{default_libcall_names, FuncId, Module, ModuleError};
 use propjet_runtime::{
     Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Program, ProgramError, Width,
 };
@@ -57,16 +58,19 @@ pub struct Options {
     /// The most gates [`lower`] accepts; a larger program is refused with
     /// [`LowerError::TooLarge`], and [`engine`] then runs it on the interpreter.
     pub max_gates: usize,
+    /// How many threads compile functions at once (at least one).
+    pub threads: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
-            chunk_cost: 16_384,
+            chunk_cost: 4_096,
             x128: true,
             verifier: cfg!(debug_assertions),
             regalloc: Regalloc::Backtracking,
             max_gates: 4_000_000,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
         }
     }
 }
@@ -142,40 +146,49 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
     }
     let isa = host_isa(options)?;
     let x128 = options.x128 && supports_x128(&isa);
+    let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
+    let plan = Plan::new(&program, options.chunk_cost, widths);
+    let compiled = compile_parallel(&isa, &program, &plan, options.threads.max(1))?;
     let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
-    let mut stats = LowerStats {
-        x128,
-        ..LowerStats::default()
-    };
-    let mut chunks: [EntryChunks; 5] = Default::default();
-    let mut lowerer = Lowerer::new(&module);
-    for entry in Entry::ALL {
-        let ranges = chunk_ranges(&program, program.gates_of(entry), options.chunk_cost);
-        let c = &mut chunks[entry.index()];
-        c.x64 = lowerer.define_all(&mut module, &program, entry, Width::X64, &ranges, &mut stats)?;
-        if x128 {
-            c.x128 =
-                Some(lowerer.define_all(&mut module, &program, entry, Width::X128, &ranges, &mut stats)?);
+    let defined = define(&mut module, &plan, compiled, x128).and_then(|(chunks, code_bytes)| {
+        module
+            .finalize_definitions()
+            .map_err(|e| LowerError::Memory(e.to_string()))?;
+        Ok((chunks, code_bytes))
+    });
+    let (chunks, code_bytes) = match defined {
+        Ok(done) => done,
+        Err(e) => {
+            // SAFETY: no pointer to the module's code was taken, so freeing it cannot leave a
+            // dangling one.
+            unsafe { module.free_memory() };
+            return Err(e);
         }
-    }
-    if let Err(e) = module.finalize_definitions() {
-        // SAFETY: no pointer to the module's code was taken, so freeing it cannot leave a
-        // dangling one.
-        unsafe { module.free_memory() };
-        return Err(LowerError::Memory(e.to_string()));
-    }
-    // SAFETY: every id in `chunks` was declared and defined in `module` by `define_all` and
-    // `finalize_definitions` ran after the last definition. Each function has the module's
-    // default signature plus one pointer parameter and no result, in the ISA's default calling
-    // convention, which is the host's C convention. `build_chunk` emits only loads and stores
-    // at `base + slot * stride` for slots of the validated program (every operand slot is below
-    // its gate's slot and every gate slot below `num_slots`), the bitwise operations between
-    // them and a return: no other memory, no call, no trap, no loop. Loads and stores claim
-    // alignment to the lane width, which the runtime checks for 128-bit lanes and which `u64`
-    // arrays have.
+    };
+    let stats = LowerStats {
+        functions: plan.jobs.len(),
+        gates: plan.jobs.iter().map(|j| j.gates.len()).sum(),
+        code_bytes,
+        x128,
+        time: Duration::ZERO,
+    };
+    // SAFETY: every id in `chunks` was declared and defined in `module` by `define`, and
+    // `finalize_definitions` ran after the last definition. Each function has one pointer
+    // parameter and no result in the ISA's default calling convention, which is the host's C
+    // convention (`chunk_signature`). `build_function` emits only loads and stores at
+    // `base + slot * stride` for slots of the validated program (every operand slot is below
+    // its gate's slot and every gate slot below `num_slots`), bitwise operations and a return:
+    // no other memory, no call, no trap, no loop; and `compile_job` refused any code with a
+    // relocation. Loads and stores claim alignment to the lane width, which `u64` arrays have
+    // and which the runtime checks for 128-bit lanes.
     let native = unsafe { Native::from_jit(program, module, chunks) }?;
-    stats.time = start.elapsed();
-    Ok(Lowered { native, stats })
+    Ok(Lowered {
+        native,
+        stats: LowerStats {
+            time: start.elapsed(),
+            ..stats
+        },
+    })
 }
 
 /// The program on native code when that can be had, or else on the interpreter with the reason.
@@ -221,8 +234,7 @@ fn host_isa(options: &Options) -> Result<OwnedTargetIsa, LowerError> {
 /// Whether the ISA compiles the 128-bit vector operations we use, tried on a small function.
 fn supports_x128(isa: &OwnedTargetIsa) -> bool {
     let mut ctx = Context::new();
-    ctx.func.signature.call_conv = isa.default_call_conv();
-    ctx.func.signature.params.push(AbiParam::new(isa.pointer_type()));
+    ctx.func.signature = chunk_signature(&**isa);
     let mut fctx = FunctionBuilderContext::new();
     let gates = [
         (Op::And, vec![Lit::pos(2), Lit::neg(3)]),
@@ -257,73 +269,206 @@ fn chunk_ranges(program: &Program, gates: &[u32], budget: usize) -> Vec<std::ops
     ranges
 }
 
-/// The reusable state of building functions.
-struct Lowerer {
-    ctx: Context,
-    fctx: FunctionBuilderContext,
-    signature: ir::Signature,
+/// One function to generate: a run of gates of one entry at one width.
+struct Job {
+    entry: Entry,
+    width: Width,
+    gates: Vec<u32>,
 }
 
-impl Lowerer {
-    fn new(module: &JITModule) -> Lowerer {
-        let mut signature = module.make_signature();
-        signature
-            .params
-            .push(AbiParam::new(module.target_config().pointer_type()));
-        Lowerer {
-            ctx: module.make_context(),
-            fctx: FunctionBuilderContext::new(),
-            signature,
-        }
-    }
+/// What to generate: the jobs in order, and for each entry whether it first runs the chunks of
+/// another entry.
+struct Plan {
+    jobs: Vec<Job>,
+    /// For each entry (as in [`Entry::ALL`]), the entry whose chunks it runs before its own.
+    prefix: [Option<Entry>; 5],
+}
 
-    /// Defines one function per range of `entry`'s gates at `width`, in order.
-    fn define_all(
-        &mut self,
-        module: &mut JITModule,
-        program: &Program,
-        entry: Entry,
-        width: Width,
-        ranges: &[std::ops::Range<usize>],
-        stats: &mut LowerStats,
-    ) -> Result<Vec<cranelift_module::FuncId>, LowerError> {
-        let gates = program.gates_of(entry);
-        let mut ids = Vec::with_capacity(ranges.len());
-        for (i, range) in ranges.iter().enumerate() {
-            let what = || format!("chunk {i} of entry {entry:?} at {} lanes", width.lanes());
-            let codegen = |e: ModuleError| LowerError::Codegen {
-                what: what(),
-                message: module_error_text(e),
-            };
-            let id = module
-                .declare_anonymous_function(&self.signature)
-                .map_err(codegen)?;
-            module.clear_context(&mut self.ctx);
-            self.ctx.func.signature = self.signature.clone();
-            let config = module.target_config();
-            build_function(&mut self.ctx.func, &mut self.fctx, config, |b, base| {
-                for &g in &gates[range.clone()] {
-                    let g = g as usize;
-                    // The program validated, so every gate's operand run is in bounds.
-                    let operands = program.gate_operands(g).unwrap_or(&[]);
-                    let v = gate_value(b, base, width, program.gates[g].op, operands);
-                    store(b, base, width, program.gate_slot(g), v);
+impl Plan {
+    /// The view entry needs nearly every gate of the next entry in most games. When at least
+    /// half of its gates are shared, it runs next's chunks and then chunks of only the gates
+    /// next lacks, so the shared gates are compiled once. It then also computes next-state
+    /// gates that it does not need, which is harmless: every gate it writes gets its value.
+    fn new(program: &Program, chunk_cost: usize, widths: &[Width]) -> Plan {
+        let mut prefix = [None; 5];
+        let mut own: [Vec<u32>; 5] = Entry::ALL.map(|e| program.gates_of(e).to_vec());
+        let (next, view) = (program.gates_of(Entry::Next), program.gates_of(Entry::View));
+        let view_only: Vec<u32> = view
+            .iter()
+            .copied()
+            .filter(|g| next.binary_search(g).is_err())
+            .collect();
+        if !view.is_empty() && view_only.len() * 2 <= view.len() {
+            prefix[Entry::View.index()] = Some(Entry::Next);
+            own[Entry::View.index()] = view_only;
+        }
+        let mut jobs = Vec::new();
+        for entry in Entry::ALL {
+            let gates = &own[entry.index()];
+            for &width in widths {
+                for range in chunk_ranges(program, gates, chunk_cost) {
+                    jobs.push(Job {
+                        entry,
+                        width,
+                        gates: gates[range].to_vec(),
+                    });
                 }
-            });
-            module.define_function(id, &mut self.ctx).map_err(codegen)?;
-            stats.code_bytes += self.ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
-            stats.functions += 1;
-            stats.gates += range.len();
-            ids.push(id);
+            }
         }
-        Ok(ids)
+        Plan { jobs, prefix }
     }
 }
 
-/// Cranelift's message for a module error, with the verifier's findings spelled out.
-fn module_error_text(e: ModuleError) -> String {
+/// The machine code of one job.
+struct CompiledChunk {
+    bytes: Vec<u8>,
+    alignment: u64,
+}
+
+/// Compiles every job of `plan` on `threads` threads, each with its own Cranelift context.
+/// Returns the code in job order, or the first failure.
+fn compile_parallel(
+    isa: &OwnedTargetIsa,
+    program: &Program,
+    plan: &Plan,
+    threads: usize,
+) -> Result<Vec<CompiledChunk>, LowerError> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
+        Mutex::new((0..plan.jobs.len()).map(|_| None).collect());
+    let worker = || {
+        let mut ctx = Context::new();
+        let mut fctx = FunctionBuilderContext::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(job) = plan.jobs.get(i) else { break };
+            let result =
+                compile_job(isa, &mut ctx, &mut fctx, program, job).map_err(|message| LowerError::Codegen {
+                    what: format!(
+                        "a chunk of {} gates of entry {:?} at {} lanes",
+                        job.gates.len(),
+                        job.entry,
+                        job.width.lanes()
+                    ),
+                    message,
+                });
+            let failed = result.is_err();
+            // Each slot is written in one assignment, so a poisoned lock holds nothing torn.
+            results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
+            if failed {
+                // The other workers stop after their current job.
+                next.store(plan.jobs.len(), Ordering::Relaxed);
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads.min(plan.jobs.len()) {
+            scope.spawn(worker);
+        }
+        worker();
+    });
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    // The first failure in job order is reported; jobs left undone after it are not.
+    let mut out = Vec::with_capacity(results.len());
+    for (i, result) in results.into_iter().enumerate() {
+        match result {
+            Some(r) => out.push(r?),
+            None => {
+                return Err(LowerError::Codegen {
+                    what: format!("function {i}"),
+                    message: "not compiled, because another function failed".to_string(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds and compiles one job's function.
+fn compile_job(
+    isa: &OwnedTargetIsa,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+    program: &Program,
+    job: &Job,
+) -> Result<CompiledChunk, String> {
+    ctx.clear();
+    ctx.func.signature = chunk_signature(&**isa);
+    build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
+        for &g in &job.gates {
+            let g = g as usize;
+            // The program validated, so every gate's operand run is in bounds.
+            let operands = program.gate_operands(g).unwrap_or(&[]);
+            let v = gate_value(b, base, job.width, program.gates[g].op, operands);
+            store(b, base, job.width, program.gate_slot(g), v);
+        }
+    });
+    let code = ctx
+        .compile(&**isa, &mut Default::default())
+        .map_err(|e| codegen_text(e.inner))?;
+    // The code is placed as raw bytes, so it must not need patching. Our functions call
+    // nothing and use no global data, so this fails only if Cranelift starts emitting
+    // references we did not expect; refusing such code keeps the runtime's safety contract.
+    if !code.buffer.relocs().is_empty() {
+        return Err(format!(
+            "the code has {} relocations; a chunk must have none",
+            code.buffer.relocs().len()
+        ));
+    }
+    Ok(CompiledChunk {
+        bytes: code.code_buffer().to_vec(),
+        alignment: u64::from(code.buffer.alignment),
+    })
+}
+
+/// The signature of every chunk: one pointer, no result, the ISA's default (C) convention.
+fn chunk_signature(isa: &dyn TargetIsa) -> ir::Signature {
+    let mut signature = ir::Signature::new(isa.default_call_conv());
+    signature.params.push(AbiParam::new(isa.pointer_type()));
+    signature
+}
+
+/// Places the compiled code in `module` and returns each entry's functions and the bytes of
+/// code.
+fn define(
+    module: &mut JITModule,
+    plan: &Plan,
+    compiled: Vec<CompiledChunk>,
+    x128: bool,
+) -> Result<([EntryChunks; 5], usize), LowerError> {
+    let signature = chunk_signature(module.isa());
+    let mut own: [[Vec<FuncId>; 2]; 5] = Default::default();
+    let mut code_bytes = 0;
+    for (job, code) in plan.jobs.iter().zip(compiled) {
+        let place = |e: ModuleError| LowerError::Memory(e.to_string());
+        let id = module.declare_anonymous_function(&signature).map_err(place)?;
+        module
+            .define_function_bytes(id, code.alignment, &code.bytes, &[])
+            .map_err(place)?;
+        code_bytes += code.bytes.len();
+        own[job.entry.index()][usize::from(job.width == Width::X128)].push(id);
+    }
+    let chunks = Entry::ALL.map(|entry| {
+        let ids = |w: usize| -> Vec<FuncId> {
+            let mut ids = match plan.prefix[entry.index()] {
+                Some(p) => own[p.index()][w].clone(),
+                None => Vec::new(),
+            };
+            ids.extend_from_slice(&own[entry.index()][w]);
+            ids
+        };
+        EntryChunks {
+            x64: ids(0),
+            x128: x128.then(|| ids(1)),
+        }
+    });
+    Ok((chunks, code_bytes))
+}
+
+/// Cranelift's message for a code generation error, with the verifier's findings spelled out.
+fn codegen_text(e: CodegenError) -> String {
     match e {
-        ModuleError::Compilation(CodegenError::Verifier(errors)) => format!("verifier: {errors}"),
+        CodegenError::Verifier(errors) => format!("verifier: {errors}"),
         other => other.to_string(),
     }
 }
@@ -467,5 +612,68 @@ mod tests {
             Vec::<std::ops::Range<usize>>::new()
         );
         assert_eq!(chunk_ranges(&program, &[2, 3], 11), vec![0..2]);
+    }
+
+    /// A program of one base and four gates: `g0 = AND(b)`, `g1 = OR(g0)`, `g2 = AND(b)`,
+    /// `g3 = AND(g2)`, with next reading `g1` and the views reading `views`.
+    fn two_cones(views: Vec<Lit>) -> Program {
+        let b = Lit::pos(2);
+        let (g0, g2) = (Lit::pos(3), Lit::pos(5));
+        let gates = [(Op::And, b), (Op::Or, g0), (Op::And, b), (Op::And, g2)];
+        let mut program = Program {
+            layout: propjet_runtime::Layout {
+                roles: Vec::new(),
+                bases: vec!["a".into()],
+                constant_facts: Vec::new(),
+                inputs: Vec::new(),
+                role_inputs: Vec::new(),
+                goals: Vec::new(),
+                views: (0..views.len()).map(|v| format!("(v {v})")).collect(),
+            },
+            gates: (0..4)
+                .map(|g| propjet_runtime::Gate {
+                    op: gates[g].0,
+                    start: g as u32,
+                    len: 1,
+                })
+                .collect(),
+            operands: gates.iter().map(|&(_, lit)| lit).collect(),
+            init: vec![0],
+            legal: Vec::new(),
+            goals: Vec::new(),
+            terminal: Lit::FALSE,
+            next: vec![Lit::pos(4)],
+            views,
+            entry_gates: Default::default(),
+        };
+        program.compute_entry_gates();
+        program
+    }
+
+    #[test]
+    fn the_view_runs_the_next_chunks_first_only_when_it_shares_most_of_their_gates() {
+        let view = Entry::View.index();
+        // The views need g0, g1 (both in next) and g2: two thirds shared.
+        let shared = two_cones(vec![Lit::pos(4), Lit::pos(5)]);
+        let plan = Plan::new(&shared, 100, &[Width::X64]);
+        assert_eq!(plan.prefix[view], Some(Entry::Next));
+        let own: Vec<&Vec<u32>> = plan
+            .jobs
+            .iter()
+            .filter(|j| j.entry == Entry::View)
+            .map(|j| &j.gates)
+            .collect();
+        assert_eq!(own, vec![&vec![2]]);
+        // The views need g2 and g3 only: nothing shared.
+        let apart = two_cones(vec![Lit::pos(6)]);
+        let plan = Plan::new(&apart, 100, &Width::ALL);
+        assert_eq!(plan.prefix[view], None);
+        let own: Vec<(Width, &Vec<u32>)> = plan
+            .jobs
+            .iter()
+            .filter(|j| j.entry == Entry::View)
+            .map(|j| (j.width, &j.gates))
+            .collect();
+        assert_eq!(own, vec![(Width::X64, &vec![2, 3]), (Width::X128, &vec![2, 3])]);
     }
 }
