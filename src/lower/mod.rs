@@ -144,12 +144,15 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
             limit: options.max_gates,
         });
     }
-    let isa = host_isa(options)?;
-    let x128 = options.x128 && supports_x128(&isa);
+    let isas = Isas {
+        speed: host_isa(options, true)?,
+        plain: host_isa(options, false)?,
+    };
+    let x128 = options.x128 && supports_x128(&isas.speed);
     let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
     let plan = Plan::new(&program, options.chunk_cost, widths);
-    let compiled = compile_parallel(&isa, &program, &plan, options.threads.max(1))?;
-    let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+    let compiled = compile_parallel(&isas, &program, &plan, options.threads.max(1))?;
+    let mut module = JITModule::new(JITBuilder::with_isa(isas.speed, default_libcall_names()));
     let defined = define(&mut module, &plan, compiled, x128).and_then(|(chunks, code_bytes)| {
         module
             .finalize_definitions()
@@ -207,11 +210,26 @@ pub fn engine(program: impl Into<Arc<Program>>, options: &Options) -> Result<Eng
     }
 }
 
-/// The host ISA with our settings.
-fn host_isa(options: &Options) -> Result<OwnedTargetIsa, LowerError> {
+/// The host ISA, optimizing or not, and the two ISAs a lowering uses.
+///
+/// Cranelift's optimizer (`opt_level=speed`) makes the code of ordinary gates smaller and faster
+/// (it keeps some just-stored gate values in registers), but on functions holding gates of very
+/// wide fan-in it takes superlinear time: a chunk of 95 gates with 3800 operands took 200 ms
+/// optimized and 10 ms not. Such chunks are compiled without it; see [`WIDE_FANIN`].
+struct Isas {
+    speed: OwnedTargetIsa,
+    plain: OwnedTargetIsa,
+}
+
+/// A chunk holding a gate of more operands than this is compiled without Cranelift's optimizer.
+const WIDE_FANIN: u32 = 64;
+
+/// The host ISA with our settings, optimizing or not.
+fn host_isa(options: &Options, optimize: bool) -> Result<OwnedTargetIsa, LowerError> {
     let setting = |e: settings::SetError| LowerError::UnsupportedHost(format!("a Cranelift setting: {e}"));
     let mut flags = settings::builder();
-    flags.set("opt_level", "speed").map_err(setting)?;
+    let opt_level = if optimize { "speed" } else { "none" };
+    flags.set("opt_level", opt_level).map_err(setting)?;
     flags.set("enable_alias_analysis", "false").map_err(setting)?;
     let verifier = if options.verifier { "true" } else { "false" };
     flags.set("enable_verifier", verifier).map_err(setting)?;
@@ -328,7 +346,7 @@ struct CompiledChunk {
 /// Compiles every job of `plan` on `threads` threads, each with its own Cranelift context.
 /// Returns the code in job order, or the first failure.
 fn compile_parallel(
-    isa: &OwnedTargetIsa,
+    isas: &Isas,
     program: &Program,
     plan: &Plan,
     threads: usize,
@@ -343,7 +361,7 @@ fn compile_parallel(
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(job) = plan.jobs.get(i) else { break };
             let result =
-                compile_job(isa, &mut ctx, &mut fctx, program, job).map_err(|message| LowerError::Codegen {
+                compile_job(isas, &mut ctx, &mut fctx, program, job).map_err(|message| LowerError::Codegen {
                     what: format!(
                         "a chunk of {} gates of entry {:?} at {} lanes",
                         job.gates.len(),
@@ -386,12 +404,17 @@ fn compile_parallel(
 
 /// Builds and compiles one job's function.
 fn compile_job(
-    isa: &OwnedTargetIsa,
+    isas: &Isas,
     ctx: &mut Context,
     fctx: &mut FunctionBuilderContext,
     program: &Program,
     job: &Job,
 ) -> Result<CompiledChunk, String> {
+    let wide = job
+        .gates
+        .iter()
+        .any(|&g| program.gates[g as usize].len > WIDE_FANIN);
+    let isa = if wide { &isas.plain } else { &isas.speed };
     ctx.clear();
     ctx.func.signature = chunk_signature(&**isa);
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
