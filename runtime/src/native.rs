@@ -420,12 +420,9 @@ impl Native {
         })
     }
 
-    /// Runs `entry` on a 64-lane value array of at least [`Program::num_slots`] words, as
-    /// [`Interpreter::eval`](crate::Interpreter::eval) does: the constant slots are set and the
-    /// entry's gates computed; base and input slots are only read. Unlike the interpreter, it
-    /// may also compute gates the entry does not need (the view entry runs the next-state code
-    /// first when the two share most gates), so another gate's slot is left as it was or given
-    /// that gate's value.
+    /// Runs `entry` on a 64-lane value array of at least [`Program::num_slots`] words, the same
+    /// contract as [`Interpreter::eval`](crate::Interpreter::eval): the constant slots are set,
+    /// the entry's gates computed, and gate slots of other entries left as they were.
     pub fn eval(&self, entry: Entry, values: &mut [u64]) -> Result<(), NativeError> {
         let needed = self.program.num_slots();
         if values.len() < needed {

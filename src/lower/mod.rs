@@ -28,7 +28,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{CodegenError, Context};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, FuncId, Module, ModuleError};
+use cranelift_module::{default_libcall_names, Module, ModuleError};
 use propjet_runtime::{
     Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Program, ProgramError, Width,
 };
@@ -287,53 +287,53 @@ fn chunk_ranges(program: &Program, gates: &[u32], budget: usize) -> Vec<std::ops
     ranges
 }
 
-/// One function to generate: a run of gates of one entry at one width.
+/// One function to generate: a run of gates at one width, all needed by the same entries.
 struct Job {
-    entry: Entry,
+    /// The entries that run this function: bit `i` for `Entry::ALL[i]`.
+    entries: u8,
     width: Width,
     gates: Vec<u32>,
 }
 
-/// What to generate: the jobs in order, and for each entry whether it first runs the chunks of
-/// another entry.
+/// What to generate: the functions, in the order every entry runs those it needs.
+///
+/// Each gate is compiled once per width, however many entries need it. Gates are grouped by
+/// the set of entries that need them (their *signature*), and each group is cut into chunks.
+/// If gate `g` reads gate `h`, every entry needing `g` needs `h`, so the signature of `h`
+/// contains that of `g`: either they are equal (same group, `h < g` in ascending order) or
+/// `h`'s is a strict superset with more entries. Groups ordered by decreasing number of
+/// entries are therefore in dependency order, and each entry runs exactly its own gates by
+/// running, in plan order, the chunks whose signature contains it.
 struct Plan {
     jobs: Vec<Job>,
-    /// For each entry (as in [`Entry::ALL`]), the entry whose chunks it runs before its own.
-    prefix: [Option<Entry>; 5],
 }
 
 impl Plan {
-    /// The view entry needs nearly every gate of the next entry in most games. When at least
-    /// half of its gates are shared, it runs next's chunks and then chunks of only the gates
-    /// next lacks, so the shared gates are compiled once. It then also computes next-state
-    /// gates that it does not need, which is harmless: every gate it writes gets its value.
     fn new(program: &Program, chunk_cost: usize, widths: &[Width]) -> Plan {
-        let mut prefix = [None; 5];
-        let mut own: [Vec<u32>; 5] = Entry::ALL.map(|e| program.gates_of(e).to_vec());
-        let (next, view) = (program.gates_of(Entry::Next), program.gates_of(Entry::View));
-        let view_only: Vec<u32> = view
-            .iter()
-            .copied()
-            .filter(|g| next.binary_search(g).is_err())
-            .collect();
-        if !view.is_empty() && view_only.len() * 2 <= view.len() {
-            prefix[Entry::View.index()] = Some(Entry::Next);
-            own[Entry::View.index()] = view_only;
-        }
-        let mut jobs = Vec::new();
+        let mut signature = vec![0u8; program.num_gates()];
         for entry in Entry::ALL {
-            let gates = &own[entry.index()];
+            for &g in program.gates_of(entry) {
+                signature[g as usize] |= 1 << entry.index();
+            }
+        }
+        let mut groups: Vec<u8> = (1..32u8).filter(|sig| signature.contains(sig)).collect();
+        groups.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
+        let mut jobs = Vec::new();
+        for entries in groups {
+            let gates: Vec<u32> = (0..program.num_gates() as u32)
+                .filter(|&g| signature[g as usize] == entries)
+                .collect();
             for &width in widths {
-                for range in chunk_ranges(program, gates, chunk_cost) {
+                for range in chunk_ranges(program, &gates, chunk_cost) {
                     jobs.push(Job {
-                        entry,
+                        entries,
                         width,
                         gates: gates[range].to_vec(),
                     });
                 }
             }
         }
-        Plan { jobs, prefix }
+        Plan { jobs }
     }
 }
 
@@ -363,9 +363,9 @@ fn compile_parallel(
             let result =
                 compile_job(isas, &mut ctx, &mut fctx, program, job).map_err(|message| LowerError::Codegen {
                     what: format!(
-                        "a chunk of {} gates of entry {:?} at {} lanes",
+                        "a chunk of {} gates (entries {:05b}) at {} lanes",
                         job.gates.len(),
-                        job.entry,
+                        job.entries,
                         job.width.lanes()
                     ),
                     message,
@@ -460,7 +460,10 @@ fn define(
     x128: bool,
 ) -> Result<([EntryChunks; 5], usize), LowerError> {
     let signature = chunk_signature(module.isa());
-    let mut own: [[Vec<FuncId>; 2]; 5] = Default::default();
+    let mut chunks: [EntryChunks; 5] = Default::default();
+    for c in &mut chunks {
+        c.x128 = x128.then(Vec::new);
+    }
     let mut code_bytes = 0;
     for (job, code) in plan.jobs.iter().zip(compiled) {
         let place = |e: ModuleError| LowerError::Memory(e.to_string());
@@ -469,22 +472,16 @@ fn define(
             .define_function_bytes(id, code.alignment, &code.bytes, &[])
             .map_err(place)?;
         code_bytes += code.bytes.len();
-        own[job.entry.index()][usize::from(job.width == Width::X128)].push(id);
-    }
-    let chunks = Entry::ALL.map(|entry| {
-        let ids = |w: usize| -> Vec<FuncId> {
-            let mut ids = match plan.prefix[entry.index()] {
-                Some(p) => own[p.index()][w].clone(),
-                None => Vec::new(),
-            };
-            ids.extend_from_slice(&own[entry.index()][w]);
-            ids
-        };
-        EntryChunks {
-            x64: ids(0),
-            x128: x128.then(|| ids(1)),
+        for entry in Entry::ALL {
+            if job.entries >> entry.index() & 1 == 1 {
+                let c = &mut chunks[entry.index()];
+                match job.width {
+                    Width::X64 => c.x64.push(id),
+                    Width::X128 => c.x128.get_or_insert_with(Vec::new).push(id),
+                }
+            }
         }
-    });
+    }
     Ok((chunks, code_bytes))
 }
 
@@ -673,30 +670,55 @@ mod tests {
         program
     }
 
+    /// The gates `entry` runs under `plan` at `width`, in order.
+    fn run_order(plan: &Plan, entry: Entry, width: Width) -> Vec<u32> {
+        plan.jobs
+            .iter()
+            .filter(|j| j.width == width && j.entries >> entry.index() & 1 == 1)
+            .flat_map(|j| j.gates.iter().copied())
+            .collect()
+    }
+
     #[test]
-    fn the_view_runs_the_next_chunks_first_only_when_it_shares_most_of_their_gates() {
-        let view = Entry::View.index();
-        // The views need g0, g1 (both in next) and g2: two thirds shared.
-        let shared = two_cones(vec![Lit::pos(4), Lit::pos(5)]);
-        let plan = Plan::new(&shared, 100, &[Width::X64]);
-        assert_eq!(plan.prefix[view], Some(Entry::Next));
-        let own: Vec<&Vec<u32>> = plan
-            .jobs
-            .iter()
-            .filter(|j| j.entry == Entry::View)
-            .map(|j| &j.gates)
-            .collect();
-        assert_eq!(own, vec![&vec![2]]);
-        // The views need g2 and g3 only: nothing shared.
-        let apart = two_cones(vec![Lit::pos(6)]);
-        let plan = Plan::new(&apart, 100, &Width::ALL);
-        assert_eq!(plan.prefix[view], None);
-        let own: Vec<(Width, &Vec<u32>)> = plan
-            .jobs
-            .iter()
-            .filter(|j| j.entry == Entry::View)
-            .map(|j| (j.width, &j.gates))
-            .collect();
-        assert_eq!(own, vec![(Width::X64, &vec![2, 3]), (Width::X128, &vec![2, 3])]);
+    fn every_entry_runs_exactly_its_gates_after_their_operands_and_each_gate_is_compiled_once() {
+        for views in [
+            vec![Lit::pos(4), Lit::pos(5)],
+            vec![Lit::pos(6)],
+            vec![Lit::pos(3)],
+        ] {
+            let program = two_cones(views);
+            for budget in [1, 3, 100] {
+                let plan = Plan::new(&program, budget, &Width::ALL);
+                for width in Width::ALL {
+                    for entry in Entry::ALL {
+                        let order = run_order(&plan, entry, width);
+                        let mut sorted = order.clone();
+                        sorted.sort_unstable();
+                        assert_eq!(sorted, program.gates_of(entry), "{entry:?}");
+                        for (i, &g) in order.iter().enumerate() {
+                            for lit in program.gate_operands(g as usize).expect("in bounds") {
+                                if let Some(h) = (lit.slot() as usize).checked_sub(program.first_gate_slot())
+                                {
+                                    assert!(
+                                        order[..i].contains(&(h as u32)),
+                                        "{entry:?}: gate {g} before {h}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    let mut compiled: Vec<u32> = plan
+                        .jobs
+                        .iter()
+                        .filter(|j| j.width == width)
+                        .flat_map(|j| j.gates.iter().copied())
+                        .collect();
+                    compiled.sort_unstable();
+                    let before = compiled.len();
+                    compiled.dedup();
+                    assert_eq!(before, compiled.len(), "a gate is compiled twice");
+                }
+            }
+        }
     }
 }
