@@ -17,6 +17,12 @@ pub enum Pass {
     /// Merges structurally identical gates (operands as a sorted set), so each function of
     /// the same operands is computed once.
     Merge,
+    /// Factors an operand shared by several ands under an or: `(a ∧ b) ∨ (a ∧ c)` becomes
+    /// `a ∧ (b ∨ c)`.
+    Factor,
+    /// Exactly one input of each role holds in every joint move, so an or over more than half
+    /// of a role's inputs is the negation of the or over the others.
+    ExclusiveInputs,
     /// Removes inputs whose legal is constantly false and bases that can never change (their
     /// next is themselves, or the constant they start with).
     Propositions,
@@ -30,6 +36,8 @@ impl fmt::Display for Pass {
             Pass::ConstantFolding => "constant folding",
             Pass::Collapse => "collapse",
             Pass::Merge => "merge",
+            Pass::Factor => "factor",
+            Pass::ExclusiveInputs => "exclusive inputs",
             Pass::Propositions => "propositions",
             Pass::DeadNodes => "dead nodes",
         })
@@ -58,6 +66,8 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
             Pass::ConstantFolding,
             Pass::Collapse,
             Pass::Merge,
+            Pass::Factor,
+            Pass::ExclusiveInputs,
             Pass::Propositions,
             Pass::DeadNodes,
         ] {
@@ -79,34 +89,31 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
 
 /// Runs one pass.
 pub fn run(net: &Propnet, pass: Pass) -> Propnet {
-    match pass {
-        Pass::ConstantFolding => Rewriter::new(
-            net,
-            Flags {
-                fold: true,
-                ..Flags::default()
-            },
-        )
-        .run(),
-        Pass::Collapse => Rewriter::new(
-            net,
-            Flags {
-                collapse: true,
-                ..Flags::default()
-            },
-        )
-        .run(),
-        Pass::Merge => Rewriter::new(
-            net,
-            Flags {
-                merge: true,
-                ..Flags::default()
-            },
-        )
-        .run(),
-        Pass::Propositions => propositions(net),
-        Pass::DeadNodes => dead_nodes(net),
-    }
+    let flags = match pass {
+        Pass::ConstantFolding => Flags {
+            fold: true,
+            ..Flags::default()
+        },
+        Pass::Collapse => Flags {
+            collapse: true,
+            ..Flags::default()
+        },
+        Pass::Merge => Flags {
+            merge: true,
+            ..Flags::default()
+        },
+        Pass::Factor => Flags {
+            factor: true,
+            ..Flags::default()
+        },
+        Pass::ExclusiveInputs => Flags {
+            exclusive: true,
+            ..Flags::default()
+        },
+        Pass::Propositions => return propositions(net),
+        Pass::DeadNodes => return dead_nodes(net),
+    };
+    Rewriter::new(net, flags).run()
 }
 
 #[derive(Copy, Clone, Default)]
@@ -114,6 +121,8 @@ struct Flags {
     fold: bool,
     collapse: bool,
     merge: bool,
+    factor: bool,
+    exclusive: bool,
 }
 
 /// Rebuilds a net node by node, simplifying as the flags say.
@@ -215,10 +224,111 @@ impl<'n> Rewriter<'n> {
             ops.sort_unstable();
             ops.dedup();
         }
+        if !is_and && self.flags.exclusive {
+            ops = self.exclusive_inputs(ops);
+        }
+        if !is_and && self.flags.factor {
+            return self.factor(ops);
+        }
         if self.flags.collapse && ops.len() == 1 {
             return ops[0];
         }
         self.add(if is_and { Node::And(ops) } else { Node::Or(ops) })
+    }
+
+    /// The or over `ops` with shared operands of its and operands factored out, most shared
+    /// first, until no operand is shared by two of them.
+    fn factor(&mut self, mut ops: Vec<NodeId>) -> NodeId {
+        loop {
+            let mut count: FxHashMap<NodeId, u32> = FxHashMap::default();
+            for &op in &ops {
+                if let Node::And(inner) = &self.nodes[op.index()] {
+                    for &x in inner {
+                        *count.entry(x).or_insert(0) += 1;
+                    }
+                }
+            }
+            // The most shared operand, the smallest id among equals so the result is
+            // deterministic.
+            let Some((shared, n)) = count.into_iter().max_by_key(|&(x, n)| (n, std::cmp::Reverse(x))) else {
+                break;
+            };
+            if n < 2 {
+                break;
+            }
+            let mut residuals = Vec::new();
+            let mut rest = Vec::new();
+            for &op in &ops {
+                match &self.nodes[op.index()] {
+                    Node::And(inner) if inner.contains(&shared) => {
+                        let remaining: Vec<NodeId> = inner.iter().copied().filter(|&x| x != shared).collect();
+                        residuals.push(remaining);
+                    }
+                    _ => rest.push(op),
+                }
+            }
+            // `shared ∧ (r₁ ∨ r₂ ∨ …)`; an empty residual is true, and then so is the or.
+            let factored = if residuals.iter().any(|r| r.is_empty()) {
+                shared
+            } else {
+                let ors: Vec<NodeId> = residuals
+                    .into_iter()
+                    .map(|r| {
+                        if r.len() == 1 {
+                            r[0]
+                        } else {
+                            self.add(Node::And(r))
+                        }
+                    })
+                    .collect();
+                let inner = self.factor(ors);
+                self.add(Node::And(vec![shared, inner]))
+            };
+            rest.push(factored);
+            ops = rest;
+        }
+        if ops.len() == 1 {
+            return ops[0];
+        }
+        self.add(Node::Or(ops))
+    }
+
+    /// Replaces the inputs of one role among `ops` by the negated or of that role's other
+    /// inputs, where that is fewer operands.
+    fn exclusive_inputs(&mut self, ops: Vec<NodeId>) -> Vec<NodeId> {
+        let mut by_role: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+        for &op in &ops {
+            if let Node::Input(i) = self.nodes[op.index()] {
+                by_role
+                    .entry(self.old.inputs[i as usize].role.0)
+                    .or_default()
+                    .push(i);
+            }
+        }
+        let mut out = ops;
+        for (role, present) in by_role {
+            let all: Vec<u32> = (0..self.old.inputs.len() as u32)
+                .filter(|&i| self.old.inputs[i as usize].role.0 == role)
+                .collect();
+            if present.len() * 2 <= all.len() + 1 {
+                continue;
+            }
+            let present_nodes: Vec<NodeId> = present.iter().map(|&i| self.add(Node::Input(i))).collect();
+            out.retain(|x| !present_nodes.contains(x));
+            let others: Vec<NodeId> = all
+                .iter()
+                .filter(|i| !present.contains(i))
+                .map(|&i| self.add(Node::Input(i)))
+                .collect();
+            let or = if others.len() == 1 {
+                others[0]
+            } else {
+                self.add(Node::Or(others))
+            };
+            let not = self.add(Node::Not(or));
+            out.push(not);
+        }
+        out
     }
 
     fn run(mut self) -> Propnet {
