@@ -6,52 +6,17 @@
 
 mod common;
 
-use common::{assert_no_failures, corpus_games, corpus_traces, run_all, stem};
-use propjet::compare::{self, Report};
+use common::{
+    assert_no_failures, compiles_at_best_slowly, corpus_games, corpus_traces, judge, run_all, stem,
+    test_options,
+};
+use propjet::compare;
 use propjet::compile::{self, Options};
 use propjet::gdl;
 use propjet::reference::Reference;
 use propjet::trace;
 use propjet_runtime::Interpreter;
 use std::path::Path;
-
-/// Corpus games that do not compile today, with a part of the error they must give. Each is a
-/// FIXME: the test fails if a listed game starts to compile, so that its entry is removed and
-/// the game is checked like the others.
-///
-/// The grounder's over-approximation blows up on the 7-ary attack relations of the chess
-/// variants and on argentina's `spiciand/6`; dresden_corridor searches paths with lists inside
-/// its legal rules, which no finite ground program expresses.
-const EXPECTED_COMPILE_FAILURES: &[(&str, &str)] = &[
-    ("chess", "max_atoms"),
-    ("comp2006_argentina", "max_atoms"),
-    ("dresden_chess", "max_atoms"),
-    ("dresden_corridor", "cannot ground"),
-];
-
-/// Corpus games whose grounding takes longer than the tests' budget on this 2-core machine,
-/// or near it (FIXME: the grounder must get faster). Running out of the budget is accepted
-/// for them, with a note; when one compiles, it is checked like any other game.
-const SLOW_GAMES: &[&str] = &[
-    "alexChess",
-    "blockerParallel",
-    "chineseCheckers3",
-    "chineseCheckers6",
-    "comp2006_farmers",
-    "linesOfAction",
-    "merrills",
-    "racer4",
-    "ruleDepthExponential",
-    "skirmish",
-];
-
-/// The compiler options of these tests: the defaults, with a grounding time budget that keeps
-/// a game the grounder cannot handle from holding up the suite.
-fn test_options() -> Options {
-    let mut o = Options::default();
-    o.ground.max_time = std::time::Duration::from_secs(15);
-    o
-}
 
 fn games_dir() -> std::path::PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/games")).to_path_buf()
@@ -66,50 +31,6 @@ fn read_game(path: &Path) -> Result<gdl::Description, String> {
 fn interpreter(desc: &gdl::Description, options: &Options) -> Result<Interpreter, String> {
     let compiled = compile::compile(desc, options).map_err(|e| format!("does not compile: {e}"))?;
     Interpreter::new(compiled.program).map_err(|e| format!("the interpreter refuses the program: {e}"))
-}
-
-/// The text a compile failure of `game` must contain, if the game is expected not to compile.
-fn expected_failure(game: &str) -> Option<&'static str> {
-    EXPECTED_COMPILE_FAILURES
-        .iter()
-        .find(|(g, _)| *g == game)
-        .map(|(_, why)| *why)
-}
-
-/// Judges one game's outcome: a clean report with at least one state, or the expected failure.
-fn judge(name: &str, result: &Result<Report, String>) -> Option<String> {
-    let slow = SLOW_GAMES.contains(&name);
-    match (result, expected_failure(name)) {
-        // Engines must agree; a flaw of the game itself (a terminal state with two goals for a
-        // role, say), reported alike by both engines, is the game's, not a failure.
-        (Ok(r), None) if r.disagreements() == 0 && r.states > 0 => {
-            if r.flaws > 0 {
-                eprintln!("{name}: {r}");
-            }
-            None
-        }
-        (Ok(r), None) if r.disagreements() == 0 => Some(format!("{name}: no state was compared")),
-        (Ok(r), None) => Some(format!("{name}: {r}")),
-        (Ok(_), Some(_)) => Some(format!(
-            "{name}: compiles now; remove it from EXPECTED_COMPILE_FAILURES"
-        )),
-        (Err(e), Some(why)) if e.contains(why) => {
-            eprintln!("expected compile failure (FIXME): {name}: {e}");
-            None
-        }
-        (Err(e), None) if slow && e.contains("max_time") => {
-            eprintln!("slow game out of the grounding budget (FIXME): {name}: {e}");
-            None
-        }
-        (Err(e), _) => Some(format!("{name}: {e}")),
-    }
-}
-
-/// Whether a game is checked only by the reference comparison, which covers every corpus game:
-/// games known not to compile, which elsewhere would only spend the grounding budget again.
-fn compiles_at_best_slowly(path: &Path) -> bool {
-    let name = stem(path);
-    expected_failure(&name).is_some() || SLOW_GAMES.contains(&name.as_str())
 }
 
 #[test]
@@ -169,7 +90,7 @@ fn optimized_net_plays_like_the_unoptimized_net_on_every_corpus_game() {
         )?;
         let optimized = interpreter(&desc, &test_options())?;
         let mut engines = vec![compare::cursor(&plain), compare::cursor(&optimized)];
-        compare::lockstep(&mut engines, 20, 7, 500).map_err(|e| e.to_string())
+        compare::lockstep(&mut engines, 6, 7, 500).map_err(|e| e.to_string())
     });
     let failures: Vec<String> = outcomes
         .iter()
