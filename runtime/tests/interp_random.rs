@@ -186,7 +186,7 @@ fn build(spec: &Spec) -> Program {
     let views = (0..spec.views).map(|_| out(false)).collect();
     let mut rng = Rng::new(spec.seed);
     let mut init: Vec<u64> = (0..Layout::words(spec.bases)).map(|_| rng.next_u64()).collect();
-    if spec.bases % 64 != 0 {
+    if !spec.bases.is_multiple_of(64) {
         if let Some(last) = init.last_mut() {
             *last &= (1 << (spec.bases % 64)) - 1;
         }
