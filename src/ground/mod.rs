@@ -1,8 +1,15 @@
 //! Grounding: from a checked [`Description`] to a ground program over the atoms that can ever
 //! hold (see `doc/grounding.md`).
 
+mod eval;
+mod grounder;
+mod join;
+mod normalize;
+mod terms;
 mod types;
 
+pub use eval::{GroundMachine, GroundState};
+pub use grounder::GroundStats;
 pub use types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
 
 use crate::gdl::Description;
@@ -37,6 +44,15 @@ pub enum GroundError {
 
 /// Grounds `desc` within `limits`.
 pub fn ground(desc: &Description, limits: &GroundLimits) -> Result<Grounded, GroundError> {
-    let _ = (desc, limits);
-    Err(GroundError::Internal("the grounder is not written yet".into()))
+    ground_with_stats(desc, limits).map(|(g, _)| g)
+}
+
+/// [`ground`], also returning how the work went (sizes and the time of each phase).
+pub fn ground_with_stats(
+    desc: &Description,
+    limits: &GroundLimits,
+) -> Result<(Grounded, GroundStats), GroundError> {
+    let mut g = grounder::Grounder::new(desc, limits)?;
+    g.fixpoint()?;
+    g.instantiate()
 }

@@ -1,0 +1,851 @@
+//! The grounder's phases: classify relations, evaluate the static ones exactly and the dynamic
+//! ones as an over-approximation, then instantiate the dynamic rules (see `doc/grounding.md`).
+
+use super::join::{self, Bounds, Exec, Mode, Plan, Relation, Stop};
+use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
+use super::terms::{TermId, TermStore, HOLDS, PENDING};
+use super::types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
+use super::GroundError;
+use crate::gdl::{Description, Term};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::time::{Duration, Instant};
+
+/// The relations GDL gives a meaning to.
+#[derive(Copy, Clone)]
+struct Keys {
+    role: RelId,
+    init: RelId,
+    true_: RelId,
+    does: RelId,
+    next: RelId,
+    legal: RelId,
+    goal: RelId,
+    terminal: RelId,
+}
+
+/// Statistics of one grounding, for benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct GroundStats {
+    /// Atoms of static relations, in their exact models.
+    pub static_atoms: usize,
+    /// Atoms of dynamic relations, in their over-approximation.
+    pub dynamic_atoms: usize,
+    /// Ground terms interned, atoms included.
+    pub terms: usize,
+    /// Bytes held by terms, relations and indexes at the end, roughly.
+    pub bytes: usize,
+    /// Time spent normalizing and classifying.
+    pub prepare: Duration,
+    /// Time spent in the fixpoints.
+    pub fixpoint: Duration,
+    /// Time spent instantiating.
+    pub instantiate: Duration,
+}
+
+pub(crate) struct Grounder<'d> {
+    desc: &'d Description,
+    limits: &'d GroundLimits,
+    deadline: Instant,
+    store: TermStore,
+    rels: RelTable,
+    relations: Vec<Relation>,
+    conjs: Vec<Conj>,
+    k: Keys,
+    role_names: Vec<String>,
+    role_index: FxHashMap<TermId, u32>,
+    /// `name/arity` of every relation, for messages.
+    rel_names: Vec<String>,
+    dynamic: Vec<bool>,
+    reached: Vec<bool>,
+    atoms: usize,
+    pub stats: GroundStats,
+}
+
+fn limit(limit: &'static str, value: usize, relation: &str) -> GroundError {
+    GroundError::Limit {
+        limit,
+        value: value as u64,
+        relation: relation.to_string(),
+    }
+}
+
+impl<'d> Grounder<'d> {
+    pub fn new(desc: &'d Description, limits: &'d GroundLimits) -> Result<Self, GroundError> {
+        let start = Instant::now();
+        // A time limit too large to add to the clock is no limit.
+        let deadline = start
+            .checked_add(limits.max_time)
+            .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 24 * 3600));
+        let mut store = TermStore::default();
+        let mut rels = RelTable::default();
+        let kw = desc.keywords;
+        let k = Keys {
+            role: rels.id(kw.role, 1),
+            init: rels.id(kw.init, 1),
+            true_: rels.id(kw.true_, 1),
+            does: rels.id(kw.does, 2),
+            next: rels.id(kw.next, 1),
+            legal: rels.id(kw.legal, 2),
+            goal: rels.id(kw.goal, 2),
+            terminal: rels.id(kw.terminal, 0),
+        };
+        let mut conjs = normalize::normalize(desc, &mut store, &mut rels)?;
+
+        // The grounder's own rules: the state holds what `init` and `next` give, and a role
+        // may play what is legal for it.
+        let atom = |rel: RelId, args: Vec<Pat>| AtomPat {
+            rel,
+            sym: rels.key(rel).0,
+            args: args.into(),
+        };
+        let own = |head: AtomPat, body: Vec<Item>, nvars: usize| Conj {
+            head,
+            body,
+            nvars,
+            rule: None,
+            var_names: vec![kw.true_; nvars],
+        };
+        let from_init = own(
+            atom(k.true_, vec![Pat::Var(0)]),
+            vec![Item::Pos(atom(k.init, vec![Pat::Var(0)]))],
+            1,
+        );
+        let from_next = own(
+            atom(k.true_, vec![Pat::Var(0)]),
+            vec![Item::Pos(atom(k.next, vec![Pat::Var(0)]))],
+            1,
+        );
+        let from_legal = own(
+            atom(k.does, vec![Pat::Var(0), Pat::Var(1)]),
+            vec![
+                Item::Pos(atom(k.legal, vec![Pat::Var(0), Pat::Var(1)])),
+                Item::Pos(atom(k.role, vec![Pat::Var(0)])),
+            ],
+            2,
+        );
+        conjs.extend([from_init, from_next, from_legal]);
+
+        // Roles in the order of the `role` facts.
+        let mut role_terms = Vec::new();
+        let mut role_names = Vec::new();
+        let mut role_index = FxHashMap::default();
+        for rule in &desc.rules {
+            if rule.head.rel == kw.role && rule.head.args.len() == 1 && rule.body.is_empty() {
+                if let Some(t) = intern_ground(&mut store, &rule.head.args[0]) {
+                    if let std::collections::hash_map::Entry::Vacant(e) = role_index.entry(t) {
+                        e.insert(role_terms.len() as u32);
+                        role_terms.push(t);
+                        role_names.push(desc.term_text(&rule.head.args[0]));
+                    }
+                }
+            }
+        }
+
+        let n = rels.len();
+        let rel_names = (0..n as RelId)
+            .map(|r| {
+                let (s, a) = rels.key(r);
+                format!("{}/{a}", desc.symbols.name(s))
+            })
+            .collect();
+        let mut g = Grounder {
+            desc,
+            limits,
+            deadline,
+            store,
+            rels,
+            relations: (0..n).map(|_| Relation::default()).collect(),
+            conjs,
+            k,
+            role_names,
+            role_index,
+            rel_names,
+            dynamic: vec![false; n],
+            reached: vec![false; n],
+            atoms: 0,
+            stats: GroundStats::default(),
+        };
+        g.classify()?;
+        g.stats.prepare = start.elapsed();
+        Ok(g)
+    }
+
+    fn check_time(&self, rel: RelId) -> Result<(), GroundError> {
+        if Instant::now() > self.deadline {
+            return Err(self.time_limit(rel));
+        }
+        Ok(())
+    }
+
+    fn time_limit(&self, rel: RelId) -> GroundError {
+        limit(
+            "max_time",
+            self.limits.max_time.as_millis().min(u128::from(u64::MAX)) as u64 as usize,
+            &self.rel_names[rel as usize],
+        )
+    }
+
+    fn rule_span(&self, conj: &Conj) -> (u32, u32) {
+        match conj.rule {
+            Some(i) => {
+                let s = self.desc.rules[i].span;
+                (s.line, s.col)
+            }
+            None => (0, 0),
+        }
+    }
+
+    /// Finds the relations the game's questions reach, which of them are dynamic, and binds
+    /// or rejects the variables the rules leave unbound.
+    fn classify(&mut self) -> Result<(), GroundError> {
+        let k = self.k;
+        let n = self.rels.len();
+        // Reachability from the relations the game master asks about, through rule bodies.
+        let mut heads_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, c) in self.conjs.iter().enumerate() {
+            heads_of[c.head.rel as usize].push(i);
+        }
+        let mut work = vec![
+            k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
+        ];
+        for &r in &work {
+            self.reached[r as usize] = true;
+        }
+        while let Some(r) = work.pop() {
+            for &i in &heads_of[r as usize] {
+                for item in &self.conjs[i].body {
+                    if let Item::Pos(a) | Item::Neg(a) = item {
+                        if !self.reached[a.rel as usize] {
+                            self.reached[a.rel as usize] = true;
+                            work.push(a.rel);
+                        }
+                    }
+                }
+            }
+        }
+        // Rules of relations nothing reaches are never grounded (they may even be unsafe).
+        let reached = &self.reached;
+        self.conjs.retain(|c| reached[c.head.rel as usize]);
+
+        // Dynamic: the state, the moves, what the game master reads each turn, and whatever
+        // depends on any of them.
+        for r in [k.true_, k.does, k.next, k.legal, k.goal, k.terminal] {
+            self.dynamic[r as usize] = true;
+        }
+        loop {
+            let mut changed = false;
+            for c in &self.conjs {
+                if self.dynamic[c.head.rel as usize] {
+                    continue;
+                }
+                let dyn_body = c.body.iter().any(|item| match item {
+                    Item::Pos(a) | Item::Neg(a) => self.dynamic[a.rel as usize],
+                    _ => false,
+                });
+                if dyn_body {
+                    self.dynamic[c.head.rel as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for c in &self.conjs {
+            if c.head.rel == k.init && self.dynamic[k.init as usize] {
+                let (line, col) = self.rule_span(c);
+                return Err(GroundError::Unsupported {
+                    line,
+                    col,
+                    message: "'init' depends on the state or the moves".to_string(),
+                });
+            }
+        }
+
+        // Unbound variables. A role variable of `legal` or `goal` that the body leaves free
+        // ranges over the roles, since the game master asks for one role at a time; any other
+        // unbound variable makes the rule one that only top-down evaluation with given
+        // arguments can answer, which the grounder does not do.
+        for ci in 0..self.conjs.len() {
+            let c = &self.conjs[ci];
+            let mut bound = vec![false; c.nvars];
+            for item in &c.body {
+                if let Item::Pos(a) = item {
+                    a.for_each_var(&mut |v| bound[v as usize] = true);
+                }
+            }
+            if c.head.rel == k.legal || c.head.rel == k.goal {
+                if let Pat::Var(v) = c.head.args[0] {
+                    if !bound[v as usize] {
+                        bound[v as usize] = true;
+                        let role = AtomPat {
+                            rel: k.role,
+                            sym: self.desc.keywords.role,
+                            args: vec![Pat::Var(v)].into(),
+                        };
+                        self.conjs[ci].body.insert(0, Item::Pos(role));
+                    }
+                }
+            }
+            let c = &self.conjs[ci];
+            let mut free = None;
+            c.head.for_each_var(&mut |v| {
+                if !bound[v as usize] {
+                    free = free.or(Some((v, "its head")));
+                }
+            });
+            for item in &c.body {
+                let what = match item {
+                    Item::Pos(_) => continue,
+                    Item::Neg(_) => "a negated literal",
+                    Item::Distinct(..) => "a 'distinct'",
+                    Item::Equal(..) => "a negated 'distinct'",
+                };
+                item.for_each_var(&mut |v| {
+                    if !bound[v as usize] {
+                        free = free.or(Some((v, what)));
+                    }
+                });
+            }
+            if let Some((v, what)) = free {
+                let (line, col) = self.rule_span(c);
+                let rule = c
+                    .rule
+                    .map(|i| self.desc.rule_text(&self.desc.rules[i]))
+                    .unwrap_or_default();
+                return Err(GroundError::Unsupported {
+                    line,
+                    col,
+                    message: format!(
+                        "cannot ground {rule}: variable {} of {what} is bound by no positive literal of \
+                         the body, so the rule can only be answered top-down with that argument \
+                         given, which the grounder does not do",
+                        self.desc.symbols.name(c.var_names[v as usize])
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Evaluates every reached relation, strongly connected component by component,
+    /// dependencies first.
+    pub fn fixpoint(&mut self) -> Result<(), GroundError> {
+        let start = Instant::now();
+        let n = self.rels.len();
+        let mut deps: Vec<Vec<RelId>> = vec![Vec::new(); n];
+        for c in &self.conjs {
+            for item in &c.body {
+                if let Item::Pos(a) | Item::Neg(a) = item {
+                    deps[c.head.rel as usize].push(a.rel);
+                }
+            }
+        }
+        let sccs = components(&deps);
+        let mut rules_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, c) in self.conjs.iter().enumerate() {
+            rules_of[c.head.rel as usize].push(i);
+        }
+        let mut in_scc = vec![false; n];
+        for scc in &sccs {
+            if !scc.iter().any(|&r| self.reached[r as usize]) {
+                continue;
+            }
+            for &r in scc {
+                in_scc[r as usize] = true;
+            }
+            let rules: Vec<usize> = scc
+                .iter()
+                .flat_map(|&r| rules_of[r as usize].iter().copied())
+                .collect();
+            let result = self.eval_scc(scc, &rules, &in_scc);
+            for &r in scc {
+                in_scc[r as usize] = false;
+            }
+            result?;
+        }
+        self.stats.fixpoint = start.elapsed();
+        Ok(())
+    }
+
+    fn eval_scc(&mut self, scc: &[RelId], rules: &[usize], in_scc: &[bool]) -> Result<(), GroundError> {
+        let dynamic = self.dynamic[scc[0] as usize];
+        if !dynamic {
+            // Exact evaluation needs every negated relation complete: in a lower component.
+            for &ci in rules {
+                for item in &self.conjs[ci].body {
+                    if let Item::Neg(a) = item {
+                        if in_scc[a.rel as usize] {
+                            let (line, col) = self.rule_span(&self.conjs[ci]);
+                            return Err(GroundError::Unsupported {
+                                line,
+                                col,
+                                message: format!(
+                                    "negation is not stratified: {} depends negatively on itself",
+                                    self.rel_names[a.rel as usize]
+                                ),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let n = self.rels.len();
+        let lens: Vec<usize> = self.relations.iter().map(|r| r.rows.len()).collect();
+        let mut bounds = Bounds {
+            old: lens.clone(),
+            all: lens,
+        };
+        debug_assert_eq!(bounds.all.len(), n);
+        // Round 0 evaluates every rule in full.
+        for &ci in rules {
+            self.derive(ci, None, in_scc, &bounds)?;
+        }
+        loop {
+            let mut any = false;
+            for &r in scc {
+                let r = r as usize;
+                bounds.old[r] = bounds.all[r];
+                bounds.all[r] = self.relations[r].rows.len();
+                any |= bounds.all[r] > bounds.old[r];
+            }
+            if !any {
+                return Ok(());
+            }
+            for &ci in rules {
+                for i in 0..self.conjs[ci].body.len() {
+                    let Item::Pos(a) = &self.conjs[ci].body[i] else {
+                        continue;
+                    };
+                    let r = a.rel as usize;
+                    if in_scc[r] && bounds.all[r] > bounds.old[r] {
+                        self.derive(ci, Some(i), in_scc, &bounds)?;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs rule `ci` (with body literal `delta` reading the last round only) and adds the
+    /// atoms it derives.
+    fn derive(
+        &mut self,
+        ci: usize,
+        delta: Option<usize>,
+        in_scc: &[bool],
+        bounds: &Bounds,
+    ) -> Result<(), GroundError> {
+        let conj = &self.conjs[ci];
+        let head_rel = conj.head.rel;
+        self.check_time(head_rel)?;
+        let plan: Plan = join::plan(
+            conj,
+            delta,
+            in_scc,
+            &self.dynamic,
+            Mode::Derive,
+            &mut self.relations,
+            &self.store,
+        );
+        let mut pending: Vec<TermId> = Vec::new();
+        let room = self.limits.max_atoms.saturating_sub(self.atoms);
+        let result = {
+            let mut exec = Exec::new(&mut self.store, &self.relations, bounds, self.deadline);
+            let head = &conj.head;
+            let name = &self.rel_names[head_rel as usize];
+            let max_atoms = self.limits.max_atoms;
+            exec.run(conj, &plan, &mut |ex: &mut Exec| {
+                let t = join::build_atom(ex.store, head, &ex.binds);
+                if ex.store.flags(t) == 0 {
+                    ex.store.set_flags(t, PENDING);
+                    pending.push(t);
+                    if pending.len() > room {
+                        return Err(limit("max_atoms", max_atoms, name));
+                    }
+                }
+                Ok(())
+            })
+        };
+        for &t in &pending {
+            self.store.clear_flags(t, PENDING);
+        }
+        match result {
+            Ok(()) => {}
+            Err(Stop::Time) => return Err(self.time_limit(head_rel)),
+            Err(Stop::Callback(e)) => return Err(e),
+        }
+        for t in pending {
+            self.add(ci, t)?;
+        }
+        Ok(())
+    }
+
+    /// Adds atom `t`, derived by rule `ci`, to its relation. `legal` and `goal` atoms of
+    /// something that is not a role are left out: nobody can ever ask for them.
+    fn add(&mut self, ci: usize, t: TermId) -> Result<(), GroundError> {
+        let rel = self.conjs[ci].head.rel;
+        if rel == self.k.legal || rel == self.k.goal {
+            let args = self.store.args(t);
+            if !self.role_index.contains_key(&args[0]) {
+                return Ok(());
+            }
+            if rel == self.k.goal && goal_value(&self.store, args[1], self.desc).is_none() {
+                let (line, col) = self.rule_span(&self.conjs[ci]);
+                return Err(GroundError::Unsupported {
+                    line,
+                    col,
+                    message: format!(
+                        "goal value {} is not a natural number",
+                        self.store.text(args[1], &self.desc.symbols)
+                    ),
+                });
+            }
+        }
+        self.store.set_flags(t, HOLDS);
+        self.relations[rel as usize].rows.push(t);
+        self.atoms += 1;
+        if self.atoms > self.limits.max_atoms {
+            return Err(limit(
+                "max_atoms",
+                self.limits.max_atoms,
+                &self.rel_names[rel as usize],
+            ));
+        }
+        Ok(())
+    }
+
+    /// Instantiates every rule of a dynamic relation and assembles the ground program.
+    pub fn instantiate(mut self) -> Result<(Grounded, GroundStats), GroundError> {
+        let start = Instant::now();
+        let k = self.k;
+        let n = self.rels.len();
+        let lens: Vec<usize> = self.relations.iter().map(|r| r.rows.len()).collect();
+        let bounds = Bounds {
+            old: lens.clone(),
+            all: lens,
+        };
+        let none = vec![false; n];
+        let mut out = Out {
+            atom_of: FxHashMap::default(),
+            atoms: Vec::new(),
+            rules: FxHashSet::default(),
+            literals: 0,
+        };
+        let cx = KindCx {
+            k,
+            role_index: &self.role_index,
+            desc: self.desc,
+        };
+        for ci in 0..self.conjs.len() {
+            let conj = &self.conjs[ci];
+            let head_rel = conj.head.rel;
+            if conj.rule.is_none() || !self.dynamic[head_rel as usize] {
+                continue;
+            }
+            self.check_time(head_rel)?;
+            let plan = join::plan(
+                conj,
+                None,
+                &none,
+                &self.dynamic,
+                Mode::Instantiate,
+                &mut self.relations,
+                &self.store,
+            );
+            // The body literals each solution keeps: scans of dynamic relations (by step) and
+            // negated dynamic literals (by body position).
+            let kept_scans: Vec<(usize, RelId)> = plan
+                .steps
+                .iter()
+                .enumerate()
+                .filter_map(|(s, step)| match step {
+                    join::Step::Scan { rel, .. } if self.dynamic[*rel as usize] => Some((s, *rel)),
+                    _ => None,
+                })
+                .collect();
+            let kept_negs: Vec<&AtomPat> = conj
+                .body
+                .iter()
+                .filter_map(|item| match item {
+                    Item::Neg(a) if self.dynamic[a.rel as usize] => Some(a),
+                    _ => None,
+                })
+                .collect();
+            let name = &self.rel_names[head_rel as usize];
+            let limits = self.limits;
+            let mut exec = Exec::new(&mut self.store, &self.relations, &bounds, self.deadline);
+            let result = exec.run(conj, &plan, &mut |ex: &mut Exec| {
+                let Some(head) =
+                    join::find_atom(ex.store, &conj.head, &ex.binds).filter(|&t| ex.store.holds(t))
+                else {
+                    // Only `legal` and `goal` atoms of non-roles are left out of their relations.
+                    if head_rel == k.legal || head_rel == k.goal {
+                        return Ok(());
+                    }
+                    return Err(GroundError::Internal(format!(
+                        "an instance of a rule of {name} derives an atom missing from the fixpoint"
+                    )));
+                };
+                let head = out.atom(head, head_rel, ex.store, &cx)?;
+                let mut body = Vec::with_capacity(kept_scans.len() + kept_negs.len());
+                for &(s, rel) in &kept_scans {
+                    let atom = out.atom(ex.matched[s], rel, ex.store, &cx)?;
+                    body.push(GroundLit { atom, negated: false });
+                }
+                for a in &kept_negs {
+                    // A negated atom outside the over-approximation never holds: the literal
+                    // is true and is dropped.
+                    if let Some(t) = join::find_atom(ex.store, a, &ex.binds).filter(|&t| ex.store.holds(t)) {
+                        let atom = out.atom(t, a.rel, ex.store, &cx)?;
+                        body.push(GroundLit { atom, negated: true });
+                    }
+                }
+                body.sort_unstable_by_key(|l| (l.atom, l.negated));
+                body.dedup();
+                if body.windows(2).any(|w| w[0].atom == w[1].atom) {
+                    // Both x and (not x): the rule never fires.
+                    return Ok(());
+                }
+                let len = body.len();
+                if out.rules.insert(GroundRule { head, body }) {
+                    out.literals += len;
+                    if out.rules.len() > limits.max_rules {
+                        return Err(limit("max_rules", limits.max_rules, name));
+                    }
+                    if out.literals > limits.max_literals {
+                        return Err(limit("max_literals", limits.max_literals, name));
+                    }
+                }
+                Ok(())
+            });
+            drop(exec);
+            match result {
+                Ok(()) => {}
+                Err(Stop::Time) => return Err(self.time_limit(head_rel)),
+                Err(Stop::Callback(e)) => return Err(e),
+            }
+        }
+
+        // The twins the builder relies on: `does` for every `legal`, `true` for every `next`,
+        // and the initial state.
+        let mut twins = Vec::new();
+        for (term, id) in out.atom_of.iter() {
+            let kind = out.atoms[id.index()].kind;
+            let args = self.store.args(*term);
+            match kind {
+                AtomKind::Legal { .. } => twins.push((self.desc.keywords.does, args.to_vec(), k.does)),
+                AtomKind::Next => twins.push((self.desc.keywords.true_, args.to_vec(), k.true_)),
+                _ => {}
+            }
+        }
+        // Sorting keeps the numbering independent of the hash map's order.
+        twins.sort_unstable_by(|a, b| a.1.cmp(&b.1).then(a.2.cmp(&b.2)));
+        for (sym, args, rel) in twins {
+            let t = self.store.intern(sym, &args);
+            out.atom(t, rel, &self.store, &cx)?;
+        }
+        let mut init = Vec::new();
+        for &f in &self.relations[k.init as usize].rows {
+            let fact = self.store.args(f)[0];
+            let t = self.store.intern(self.desc.keywords.true_, &[fact]);
+            init.push(out.atom(t, k.true_, &self.store, &cx)?);
+        }
+        init.sort_unstable();
+        init.dedup();
+
+        let mut rules: Vec<GroundRule> = out.rules.into_iter().collect();
+        rules.sort_unstable_by(|a, b| {
+            a.head.cmp(&b.head).then_with(|| {
+                let x = a.body.iter().map(|l| (l.atom, l.negated));
+                let y = b.body.iter().map(|l| (l.atom, l.negated));
+                x.cmp(y)
+            })
+        });
+        let mut stats = self.stats.clone();
+        for (r, rel) in self.relations.iter().enumerate() {
+            if self.dynamic[r] {
+                stats.dynamic_atoms += rel.rows.len();
+            } else {
+                stats.static_atoms += rel.rows.len();
+            }
+        }
+        stats.terms = self.store.len();
+        stats.bytes = self.store.bytes() + self.relations.iter().map(Relation::bytes).sum::<usize>();
+        stats.instantiate = start.elapsed();
+        Ok((
+            Grounded {
+                roles: self.role_names,
+                atoms: out.atoms,
+                rules,
+                init,
+            },
+            stats,
+        ))
+    }
+}
+
+/// What the output needs to name an atom.
+struct KindCx<'a> {
+    k: Keys,
+    role_index: &'a FxHashMap<TermId, u32>,
+    desc: &'a Description,
+}
+
+/// The ground program being assembled.
+struct Out {
+    atom_of: FxHashMap<TermId, AtomId>,
+    atoms: Vec<GroundAtom>,
+    rules: FxHashSet<GroundRule>,
+    literals: usize,
+}
+
+impl Out {
+    /// The id of atom `t` of relation `rel`, made on first use.
+    fn atom(&mut self, t: TermId, rel: RelId, store: &TermStore, cx: &KindCx) -> Result<AtomId, GroundError> {
+        if let Some(&id) = self.atom_of.get(&t) {
+            return Ok(id);
+        }
+        let k = cx.k;
+        let symbols = &cx.desc.symbols;
+        let args = store.args(t);
+        let role = |r: TermId| {
+            cx.role_index.get(&r).copied().ok_or_else(|| {
+                GroundError::Internal(format!(
+                    "{} names a role that is not declared",
+                    store.text(t, symbols)
+                ))
+            })
+        };
+        let (kind, text) = if rel == k.true_ {
+            (AtomKind::True, store.text(args[0], symbols))
+        } else if rel == k.next {
+            (AtomKind::Next, store.text(args[0], symbols))
+        } else if rel == k.does {
+            (
+                AtomKind::Does { role: role(args[0])? },
+                store.text(args[1], symbols),
+            )
+        } else if rel == k.legal {
+            (
+                AtomKind::Legal { role: role(args[0])? },
+                store.text(args[1], symbols),
+            )
+        } else if rel == k.goal {
+            let value = goal_value(store, args[1], cx.desc).ok_or_else(|| {
+                GroundError::Internal(format!("{} has no natural-number value", store.text(t, symbols)))
+            })?;
+            (
+                AtomKind::Goal {
+                    role: role(args[0])?,
+                    value,
+                },
+                store.text(t, symbols),
+            )
+        } else if rel == k.terminal {
+            (AtomKind::Terminal, store.text(t, symbols))
+        } else {
+            (AtomKind::View, store.text(t, symbols))
+        };
+        let id = AtomId::from_index(self.atoms.len());
+        self.atoms.push(GroundAtom { kind, text });
+        self.atom_of.insert(t, id);
+        Ok(id)
+    }
+}
+
+/// The value of a goal term, if it is a natural number written as a constant.
+fn goal_value(store: &TermStore, v: TermId, desc: &Description) -> Option<u32> {
+    if !store.args(v).is_empty() {
+        return None;
+    }
+    let name = desc.symbols.name(store.functor(v));
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok()
+}
+
+/// The term of a ground AST term, `None` if it has a variable.
+fn intern_ground(store: &mut TermStore, t: &Term) -> Option<TermId> {
+    match t {
+        Term::Var(_) => None,
+        Term::Const(c) => Some(store.intern(*c, &[])),
+        Term::Func(f, args) => {
+            let ids: Option<Vec<TermId>> = args.iter().map(|a| intern_ground(store, a)).collect();
+            Some(store.intern(*f, &ids?))
+        }
+    }
+}
+
+/// Strongly connected components of the graph `deps` (node → what it depends on), each listed
+/// after every component it depends on. Iterative, so a long chain of relations cannot
+/// overflow the stack.
+pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
+    const UNSEEN: usize = usize::MAX;
+    let n = deps.len();
+    let mut index = vec![UNSEEN; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut out = Vec::new();
+    let mut counter = 0;
+    for root in 0..n {
+        if index[root] != UNSEEN {
+            continue;
+        }
+        let mut frames: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = counter;
+        low[root] = counter;
+        counter += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(frame) = frames.last_mut() {
+            let v = frame.0;
+            if let Some(&w) = deps[v].get(frame.1) {
+                frame.1 += 1;
+                let w = w as usize;
+                if index[w] == UNSEEN {
+                    index[w] = counter;
+                    low[w] = counter;
+                    counter += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    frames.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(&(parent, _)) = frames.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp.push(w as RelId);
+                    if w == v {
+                        break;
+                    }
+                }
+                comp.sort_unstable();
+                out.push(comp);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::components;
+
+    #[test]
+    fn components_come_after_what_they_depend_on() {
+        // 0 → 1 → 2 → 1, 3 → 0.
+        let deps = vec![vec![1], vec![2], vec![1], vec![0]];
+        let sccs = components(&deps);
+        assert_eq!(sccs, vec![vec![1, 2], vec![0], vec![3]]);
+    }
+}
