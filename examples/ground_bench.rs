@@ -38,7 +38,19 @@ fn main() {
         "{:<28} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>8}",
         "game", "ground_ms", "prep_ms", "fix_ms", "inst_ms", "atoms", "rules", "literals", "peak_MB"
     );
-    let limits = GroundLimits::default();
+    let mut limits = GroundLimits::default();
+    let env = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<usize>().ok());
+    if let Some(n) = env("PROPJET_MAX_ATOMS") {
+        limits.max_atoms = n;
+    }
+    if let Some(n) = env("PROPJET_MAX_RULES") {
+        limits.max_rules = n;
+        limits.max_literals = n.saturating_mul(10);
+    }
+    if let Some(n) = env("PROPJET_MAX_SECONDS") {
+        limits.max_time = Duration::from_secs(n as u64);
+    }
+    let verbose = std::env::var_os("PROPJET_VERBOSE").is_some();
     for path in &games {
         let name = path
             .file_stem()
@@ -92,6 +104,11 @@ fn main() {
                     literals,
                     peak
                 );
+                if verbose {
+                    for (rel, n) in &s.largest {
+                        println!("    {n:>9}  {rel}");
+                    }
+                }
             }
             (None, None) => println!("{name:<28} no run"),
         }

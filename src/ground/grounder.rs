@@ -1,7 +1,7 @@
 //! The grounder's phases: classify relations, evaluate the static ones exactly and the dynamic
 //! ones as an over-approximation, then instantiate the dynamic rules (see `doc/grounding.md`).
 
-use super::join::{self, Bounds, Exec, Mode, Plan, Relation, Stop};
+use super::join::{self, Bounds, Exec, Mode, OutLit, Plan, Relation, Stop, AUX};
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
 use super::terms::{TermId, TermStore, HOLDS, PENDING};
 use super::types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
@@ -40,6 +40,8 @@ pub struct GroundStats {
     pub fixpoint: Duration,
     /// Time spent instantiating.
     pub instantiate: Duration,
+    /// The ten largest relations (`name/arity`) with their numbers of atoms, largest first.
+    pub largest: Vec<(String, usize)>,
 }
 
 pub(crate) struct Grounder<'d> {
@@ -438,6 +440,8 @@ impl<'d> Grounder<'d> {
         let conj = &self.conjs[ci];
         let head_rel = conj.head.rel;
         self.check_time(head_rel)?;
+        let dbg_t = Instant::now();
+        let dbg_p = Instant::now();
         let plan: Plan = join::plan(
             conj,
             delta,
@@ -447,20 +451,35 @@ impl<'d> Grounder<'d> {
             &mut self.relations,
             &self.store,
         );
+        if std::env::var_os("PJ_DEBUG2").is_some() {
+            eprintln!(
+                "plan {:?} {:?} {:?} steps {}",
+                conj.rule.map(|i| self.desc.rules[i].span.line),
+                delta,
+                dbg_p.elapsed(),
+                plan.steps.len()
+            );
+        }
         let mut pending: Vec<TermId> = Vec::new();
         let room = self.limits.max_atoms.saturating_sub(self.atoms);
         let result = {
-            let mut exec = Exec::new(&mut self.store, &self.relations, bounds, self.deadline);
+            let mut exec = Exec::new(
+                &mut self.store,
+                &self.relations,
+                bounds,
+                Mode::Derive,
+                self.deadline,
+            );
             let head = &conj.head;
             let name = &self.rel_names[head_rel as usize];
             let max_atoms = self.limits.max_atoms;
             exec.run(conj, &plan, &mut |ex: &mut Exec| {
-                let t = join::build_atom(ex.store, head, &ex.binds);
+                let t = ex.build_atom(head);
                 if ex.store.flags(t) == 0 {
                     ex.store.set_flags(t, PENDING);
                     pending.push(t);
                     if pending.len() > room {
-                        return Err(limit("max_atoms", max_atoms, name));
+                        return Err(Stop::Error(limit("max_atoms", max_atoms, name)));
                     }
                 }
                 Ok(())
@@ -470,12 +489,24 @@ impl<'d> Grounder<'d> {
             self.store.clear_flags(t, PENDING);
         }
         match result {
-            Ok(()) => {}
+            Ok(()) | Err(Stop::Found) => {}
             Err(Stop::Time) => return Err(self.time_limit(head_rel)),
-            Err(Stop::Callback(e)) => return Err(e),
+            Err(Stop::Error(e)) => return Err(e),
         }
+        let dbg_n = pending.len();
         for t in pending {
             self.add(ci, t)?;
+        }
+        if std::env::var_os("PJ_DEBUG").is_some() && dbg_t.elapsed().as_micros() > 0 {
+            let c = &self.conjs[ci];
+            eprintln!(
+                "derive {:?} delta {:?}: {} us, {} new; rule {}",
+                c.rule.map(|i| self.desc.rules[i].span.line),
+                delta,
+                dbg_t.elapsed().as_micros(),
+                dbg_n,
+                self.rel_names[c.head.rel as usize]
+            );
         }
         Ok(())
     }
@@ -526,11 +557,13 @@ impl<'d> Grounder<'d> {
         };
         let none = vec![false; n];
         let mut out = Out {
-            atom_of: FxHashMap::default(),
+            atom_of: Vec::new(),
+            aux_of: FxHashMap::default(),
             atoms: Vec::new(),
             rules: FxHashSet::default(),
             literals: 0,
         };
+        let mut next_aux = 0u32;
         let cx = KindCx {
             k,
             role_index: &self.role_index,
@@ -552,86 +585,65 @@ impl<'d> Grounder<'d> {
                 &mut self.relations,
                 &self.store,
             );
-            // The body literals each solution keeps: scans of dynamic relations (by step) and
-            // negated dynamic literals (by body position).
-            let kept_scans: Vec<(usize, RelId)> = plan
-                .steps
-                .iter()
-                .enumerate()
-                .filter_map(|(s, step)| match step {
-                    join::Step::Scan { rel, .. } if self.dynamic[*rel as usize] => Some((s, *rel)),
-                    _ => None,
-                })
-                .collect();
-            let kept_negs: Vec<&AtomPat> = conj
-                .body
-                .iter()
-                .filter_map(|item| match item {
-                    Item::Neg(a) if self.dynamic[a.rel as usize] => Some(a),
-                    _ => None,
-                })
-                .collect();
             let name = &self.rel_names[head_rel as usize];
             let limits = self.limits;
-            let mut exec = Exec::new(&mut self.store, &self.relations, &bounds, self.deadline);
+            let mut exec = Exec::new(
+                &mut self.store,
+                &self.relations,
+                &bounds,
+                Mode::Instantiate,
+                self.deadline,
+            );
+            exec.aux_count = next_aux;
             let result = exec.run(conj, &plan, &mut |ex: &mut Exec| {
-                let Some(head) =
-                    join::find_atom(ex.store, &conj.head, &ex.binds).filter(|&t| ex.store.holds(t))
-                else {
+                let Some(head) = ex.find_atom(&conj.head).filter(|&t| ex.store.holds(t)) else {
                     // Only `legal` and `goal` atoms of non-roles are left out of their relations.
                     if head_rel == k.legal || head_rel == k.goal {
                         return Ok(());
                     }
-                    return Err(GroundError::Internal(format!(
-                        "an instance of a rule of {name} derives an atom missing from the fixpoint"
-                    )));
+                    let t = ex.build_atom(&conj.head);
+                    return Err(Stop::Error(GroundError::Internal(format!(
+                        "an instance of a rule of {name} derives {}, which the fixpoint missed",
+                        ex.store.text(t, &cx.desc.symbols)
+                    ))));
                 };
-                let head = out.atom(head, head_rel, ex.store, &cx)?;
-                let mut body = Vec::with_capacity(kept_scans.len() + kept_negs.len());
-                for &(s, rel) in &kept_scans {
-                    let atom = out.atom(ex.matched[s], rel, ex.store, &cx)?;
-                    body.push(GroundLit { atom, negated: false });
-                }
-                for a in &kept_negs {
-                    // A negated atom outside the over-approximation never holds: the literal
-                    // is true and is dropped.
-                    if let Some(t) = join::find_atom(ex.store, a, &ex.binds).filter(|&t| ex.store.holds(t)) {
-                        let atom = out.atom(t, a.rel, ex.store, &cx)?;
-                        body.push(GroundLit { atom, negated: true });
-                    }
-                }
-                body.sort_unstable_by_key(|l| (l.atom, l.negated));
-                body.dedup();
-                if body.windows(2).any(|w| w[0].atom == w[1].atom) {
-                    // Both x and (not x): the rule never fires.
-                    return Ok(());
-                }
-                let len = body.len();
-                if out.rules.insert(GroundRule { head, body }) {
-                    out.literals += len;
-                    if out.rules.len() > limits.max_rules {
-                        return Err(limit("max_rules", limits.max_rules, name));
-                    }
-                    if out.literals > limits.max_literals {
-                        return Err(limit("max_literals", limits.max_literals, name));
-                    }
-                }
-                Ok(())
+                let head = out.atom(head, head_rel, ex.store, &cx).map_err(Stop::Error)?;
+                let body = out.body(&ex.lits, ex.store, &cx).map_err(Stop::Error)?;
+                out.add_rule(head, body, limits, name).map_err(Stop::Error)
             });
+            let aux_rules = std::mem::take(&mut exec.aux_rules);
+            next_aux = exec.aux_count;
             drop(exec);
+            if std::env::var_os("PJ_DEBUG").is_some() {
+                eprintln!(
+                    "instantiate line {:?} {}: {} rules so far, {:?}",
+                    conj.rule.map(|i| self.desc.rules[i].span.line),
+                    name,
+                    out.rules.len(),
+                    start.elapsed()
+                );
+            }
             match result {
-                Ok(()) => {}
+                Ok(()) | Err(Stop::Found) => {}
                 Err(Stop::Time) => return Err(self.time_limit(head_rel)),
-                Err(Stop::Callback(e)) => return Err(e),
+                Err(Stop::Error(e)) => return Err(e),
+            }
+            for (n, lits) in aux_rules {
+                let head = out.aux(n);
+                let body = out.body(&lits, &self.store, &cx)?;
+                out.add_rule(head, body, limits, name)?;
             }
         }
 
         // The twins the builder relies on: `does` for every `legal`, `true` for every `next`,
         // and the initial state.
         let mut twins = Vec::new();
-        for (term, id) in out.atom_of.iter() {
-            let kind = out.atoms[id.index()].kind;
-            let args = self.store.args(*term);
+        for (term, &id) in out.atom_of.iter().enumerate() {
+            if id == u32::MAX {
+                continue;
+            }
+            let kind = out.atoms[id as usize].kind;
+            let args = self.store.args(term as TermId);
             match kind {
                 AtomKind::Legal { .. } => twins.push((self.desc.keywords.does, args.to_vec(), k.does)),
                 AtomKind::Next => twins.push((self.desc.keywords.true_, args.to_vec(), k.true_)),
@@ -669,6 +681,15 @@ impl<'d> Grounder<'d> {
                 stats.static_atoms += rel.rows.len();
             }
         }
+        let mut sizes: Vec<(String, usize)> = self
+            .relations
+            .iter()
+            .enumerate()
+            .map(|(r, rel)| (self.rel_names[r].clone(), rel.rows.len()))
+            .collect();
+        sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        sizes.truncate(10);
+        stats.largest = sizes;
         stats.terms = self.store.len();
         stats.bytes = self.store.bytes() + self.relations.iter().map(Relation::bytes).sum::<usize>();
         stats.instantiate = start.elapsed();
@@ -693,17 +714,85 @@ struct KindCx<'a> {
 
 /// The ground program being assembled.
 struct Out {
-    atom_of: FxHashMap<TermId, AtomId>,
+    /// The atom id of each term, `u32::MAX` if it has none yet; grown as terms are added.
+    atom_of: Vec<u32>,
+    aux_of: FxHashMap<u32, AtomId>,
     atoms: Vec<GroundAtom>,
     rules: FxHashSet<GroundRule>,
     literals: usize,
 }
 
 impl Out {
+    /// The id of auxiliary atom `n`, made on first use. Its text holds a `;`, which no symbol
+    /// of a game can contain, so it never clashes with an atom of the game.
+    fn aux(&mut self, n: u32) -> AtomId {
+        if let Some(&id) = self.aux_of.get(&n) {
+            return id;
+        }
+        let id = AtomId::from_index(self.atoms.len());
+        self.atoms.push(GroundAtom {
+            kind: AtomKind::View,
+            text: format!("(;aux {n})"),
+        });
+        self.aux_of.insert(n, id);
+        id
+    }
+
+    /// The ground literals of a body under construction.
+    fn body(
+        &mut self,
+        lits: &[OutLit],
+        store: &TermStore,
+        cx: &KindCx,
+    ) -> Result<Vec<GroundLit>, GroundError> {
+        let mut body = Vec::with_capacity(lits.len());
+        for l in lits {
+            let atom = if l.rel == AUX {
+                self.aux(l.atom)
+            } else {
+                self.atom(l.atom, l.rel, store, cx)?
+            };
+            body.push(GroundLit {
+                atom,
+                negated: l.negated,
+            });
+        }
+        Ok(body)
+    }
+
+    /// Adds `head ⇐ body` after sorting the body and dropping repeats; a rule with both `x`
+    /// and `(not x)` never fires and is left out.
+    fn add_rule(
+        &mut self,
+        head: AtomId,
+        mut body: Vec<GroundLit>,
+        limits: &GroundLimits,
+        name: &str,
+    ) -> Result<(), GroundError> {
+        body.sort_unstable_by_key(|l| (l.atom, l.negated));
+        body.dedup();
+        if body.windows(2).any(|w| w[0].atom == w[1].atom) {
+            return Ok(());
+        }
+        let len = body.len();
+        if self.rules.insert(GroundRule { head, body }) {
+            self.literals += len;
+            if self.rules.len() > limits.max_rules {
+                return Err(limit("max_rules", limits.max_rules, name));
+            }
+            if self.literals > limits.max_literals {
+                return Err(limit("max_literals", limits.max_literals, name));
+            }
+        }
+        Ok(())
+    }
+
     /// The id of atom `t` of relation `rel`, made on first use.
     fn atom(&mut self, t: TermId, rel: RelId, store: &TermStore, cx: &KindCx) -> Result<AtomId, GroundError> {
-        if let Some(&id) = self.atom_of.get(&t) {
-            return Ok(id);
+        if let Some(&id) = self.atom_of.get(t as usize) {
+            if id != u32::MAX {
+                return Ok(AtomId(id));
+            }
         }
         let k = cx.k;
         let symbols = &cx.desc.symbols;
@@ -748,7 +837,10 @@ impl Out {
         };
         let id = AtomId::from_index(self.atoms.len());
         self.atoms.push(GroundAtom { kind, text });
-        self.atom_of.insert(t, id);
+        if self.atom_of.len() <= t as usize {
+            self.atom_of.resize(store.len().max(t as usize + 1), u32::MAX);
+        }
+        self.atom_of[t as usize] = id.0;
         Ok(id)
     }
 }
