@@ -420,7 +420,15 @@ impl<'d> Grounder<'d> {
                         continue;
                     };
                     let r = a.rel as usize;
-                    if in_scc[r] && bounds.all[r] > bounds.old[r] {
+                    if !in_scc[r] || bounds.all[r] == bounds.old[r] {
+                        continue;
+                    }
+                    // The literals before the delta one read the old atoms only: if one of
+                    // them has none, this variant finds nothing.
+                    let empty_before = self.conjs[ci].body[..i].iter().any(|item| {
+                        matches!(item, Item::Pos(b) if in_scc[b.rel as usize] && bounds.old[b.rel as usize] == 0)
+                    });
+                    if !empty_before {
                         self.derive(ci, Some(i), in_scc, &bounds)?;
                     }
                 }
@@ -448,6 +456,7 @@ impl<'d> Grounder<'d> {
             in_scc,
             &self.dynamic,
             Mode::Derive,
+            bounds,
             &mut self.relations,
             &self.store,
         );
@@ -582,9 +591,17 @@ impl<'d> Grounder<'d> {
                 &none,
                 &self.dynamic,
                 Mode::Instantiate,
+                &bounds,
                 &mut self.relations,
                 &self.store,
             );
+            if std::env::var_os("PJ_DEBUG3").is_some() {
+                eprintln!(
+                    "PLAN line {:?}: {:?}",
+                    conj.rule.map(|i| self.desc.rules[i].span.line),
+                    plan
+                );
+            }
             let name = &self.rel_names[head_rel as usize];
             let limits = self.limits;
             let mut exec = Exec::new(

@@ -46,14 +46,21 @@ fn finish(h: rustc_hash::FxHasher) -> u64 {
     x ^ (x >> 31)
 }
 
-/// An index of one relation.
+/// Marks the end of a bucket chain.
+const NIL: u32 = u32::MAX;
+
+/// An index of one relation. Each bucket is a chain through the atom positions, newest first:
+/// a scan of the last round's atoms stops as soon as it reaches an older one.
 pub(crate) struct Index {
     probes: Box<[Probe]>,
     /// How many of the relation's atoms are indexed.
     upto: usize,
     /// How many of those have every probed path (the others can never match).
     included: usize,
-    buckets: FxHashMap<u64, Vec<u32>>,
+    /// The newest atom position of each bucket.
+    heads: FxHashMap<u64, u32>,
+    /// For each atom position, the next older position in its bucket.
+    older: Vec<u32>,
 }
 
 impl Index {
@@ -65,7 +72,10 @@ impl Index {
                 for &i in p.path.iter() {
                     match store.args(t).get(i as usize) {
                         Some(&a) => t = a,
-                        None => continue 'rows,
+                        None => {
+                            self.older.push(NIL);
+                            continue 'rows;
+                        }
                     }
                 }
                 if p.functor {
@@ -75,17 +85,18 @@ impl Index {
                 }
             }
             self.included += 1;
-            self.buckets.entry(finish(h)).or_default().push(pos as u32);
+            let prev = self.heads.insert(finish(h), pos as u32).unwrap_or(NIL);
+            self.older.push(prev);
         }
         self.upto = rows.len();
     }
 
     /// The average number of atoms a lookup finds.
     fn average_bucket(&self) -> f64 {
-        if self.buckets.is_empty() {
+        if self.heads.is_empty() {
             0.0
         } else {
-            self.included as f64 / self.buckets.len() as f64
+            self.included as f64 / self.heads.len() as f64
         }
     }
 }
@@ -107,7 +118,8 @@ impl Relation {
                     probes: probes.into(),
                     upto: 0,
                     included: 0,
-                    buckets: FxHashMap::default(),
+                    heads: FxHashMap::default(),
+                    older: Vec::new(),
                 });
                 self.indexes.len() - 1
             }
@@ -122,7 +134,7 @@ impl Relation {
             + self
                 .indexes
                 .iter()
-                .map(|ix| ix.buckets.capacity() * 40 + ix.included * 4)
+                .map(|ix| ix.heads.capacity() * 16 + ix.older.capacity() * 4)
                 .sum::<usize>()
     }
 }
@@ -277,6 +289,7 @@ struct Planner<'a> {
     recursive: &'a [bool],
     dynamic: &'a [bool],
     mode: Mode,
+    bounds: &'a Bounds,
 }
 
 /// A group of remaining items linked by variables local to the level being planned.
@@ -327,7 +340,16 @@ impl Planner<'_> {
         };
         let range = self.range_of(i, a.rel);
         let record = self.mode == Mode::Instantiate && self.dynamic[a.rel as usize];
-        scan_step(i, a, bound, range, record, relations, store)
+        let (step, cost) = scan_step(i, a, bound, range, record, relations, store);
+        // A scan limited to some rounds finds that share of the atoms.
+        let r = a.rel as usize;
+        let total = relations[r].rows.len().max(1) as f64;
+        let share = match range {
+            Range::All => 1.0,
+            Range::Old => self.bounds.old[r] as f64 / total,
+            Range::Delta => (self.bounds.all[r] - self.bounds.old[r]) as f64 / total,
+        };
+        (step, cost * share.min(1.0))
     }
 
     /// The groups of `items`: linked by variables neither bound nor in `needed`.
@@ -405,31 +427,19 @@ impl Planner<'_> {
     /// variables, run as generator sub-joins. When there is no such move, the cheapest scan of
     /// any item is taken, which binds some local variables here and may split what remains.
     /// Tests run as soon as their variables are bound.
-    ///
-    /// A group holding every remaining item is never run as a generator (its solutions are
-    /// those of the level itself), nor as a filter at the start of a sub-join (that would be
-    /// the sub-join again).
     #[allow(clippy::too_many_arguments)]
     fn level(
         &self,
         mut remaining: Vec<usize>,
         bound: &mut [bool],
         needed: &[bool],
-        first: Option<usize>,
-        inside_sub: bool,
         subs: &mut Vec<SubPlan>,
         relations: &mut [Relation],
         store: &TermStore,
     ) -> Vec<Step> {
         let mut steps = Vec::new();
-        if let Some(d) = first {
-            if let Some(pos) = remaining.iter().position(|&i| i == d) {
-                remaining.remove(pos);
-                steps.push(self.scan(d, bound, relations, store).0);
-                self.conj.body[d].for_each_var(&mut |v| bound[v as usize] = true);
-            }
-        }
-        let entry = remaining.len();
+        // The variables bound by this level's own steps.
+        let mut level_bound: Vec<u32> = Vec::new();
         loop {
             let before = remaining.len();
             remaining.retain(|&i| {
@@ -446,11 +456,15 @@ impl Planner<'_> {
             let groups = self.groups(&remaining, bound, needed);
             // Filters first: they bind nothing and can only cut the search.
             let mut filtered = false;
+            // A group holding every remaining item saves nothing as a sub-join unless this
+            // level has bound a variable the group does not read, whose values then share its
+            // solutions; otherwise it would only add atoms (or, at the start of a sub-join,
+            // be that sub-join again).
             let total = remaining.len();
-            let whole = |grp: &Group| grp.items.len() == total;
-            let fresh = inside_sub && remaining.len() == entry;
+            let whole =
+                |grp: &Group| grp.items.len() == total && level_bound.iter().all(|v| grp.given.contains(v));
             for grp in &groups {
-                if grp.local && grp.open.is_empty() && !(whole(grp) && fresh) {
+                if grp.local && grp.open.is_empty() && !whole(grp) {
                     steps.push(self.sub(grp, bound, subs, relations, store));
                     remaining.retain(|i| !grp.items.contains(i));
                     filtered = true;
@@ -464,13 +478,20 @@ impl Planner<'_> {
                 if grp.local && (!grp.can_generate || whole(grp)) {
                     continue;
                 }
+                if grp.local {
+                    let cost = self.estimate(&grp.items, bound, relations, store);
+                    if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                        best = Some((cost, Err(g)));
+                    }
+                    continue;
+                }
                 for &i in &grp.items {
                     if !matches!(self.conj.body[i], Item::Pos(_)) {
                         continue;
                     }
                     let (step, cost) = self.scan(i, bound, relations, store);
                     if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                        best = Some((cost, if grp.local { Err(g) } else { Ok(step) }));
+                        best = Some((cost, Ok(step)));
                     }
                 }
             }
@@ -497,7 +518,12 @@ impl Planner<'_> {
                 Some((_, Ok(step))) => {
                     if let Some(i) = step.item() {
                         remaining.retain(|&j| j != i);
-                        self.conj.body[i].for_each_var(&mut |v| bound[v as usize] = true);
+                        self.conj.body[i].for_each_var(&mut |v| {
+                            if !bound[v as usize] {
+                                bound[v as usize] = true;
+                                level_bound.push(v);
+                            }
+                        });
                     }
                     steps.push(step);
                 }
@@ -507,11 +533,44 @@ impl Planner<'_> {
                     remaining.retain(|i| !grp.items.contains(i));
                     for &v in &grp.open {
                         bound[v as usize] = true;
+                        level_bound.push(v);
                     }
                 }
             }
         }
         steps
+    }
+
+    /// The number of solutions of `items` given `bound`, estimated as the product of the
+    /// expected matches of its scans in greedy order.
+    fn estimate(
+        &self,
+        items: &[usize],
+        bound: &[bool],
+        relations: &mut [Relation],
+        store: &TermStore,
+    ) -> f64 {
+        let mut bound = bound.to_vec();
+        let mut left: Vec<usize> = items
+            .iter()
+            .copied()
+            .filter(|&i| matches!(self.conj.body[i], Item::Pos(_)))
+            .collect();
+        let mut total = 1.0;
+        while !left.is_empty() {
+            let mut best: Option<(f64, usize)> = None;
+            for (j, &i) in left.iter().enumerate() {
+                let cost = self.scan(i, &bound, relations, store).1;
+                if best.is_none_or(|(c, _)| cost < c) {
+                    best = Some((cost, j));
+                }
+            }
+            let Some((cost, j)) = best else { break };
+            total *= cost;
+            let i = left.swap_remove(j);
+            self.conj.body[i].for_each_var(&mut |v| bound[v as usize] = true);
+        }
+        total
     }
 
     /// The sub-join step of `grp`, planned recursively; binds nothing in `bound` itself.
@@ -528,16 +587,7 @@ impl Planner<'_> {
         for &v in &grp.open {
             needed[v as usize] = true;
         }
-        let mut steps = self.level(
-            grp.items.clone(),
-            &mut inner,
-            &needed,
-            None,
-            true,
-            subs,
-            relations,
-            store,
-        );
+        let mut steps = self.level(grp.items.clone(), &mut inner, &needed, subs, relations, store);
         mark_exists_only(self.conj, &mut steps, subs, &mut needed);
         subs.push(SubPlan {
             steps,
@@ -550,8 +600,8 @@ impl Planner<'_> {
 
 /// Makes the plan of `conj`, with its literal `delta` (an index into the body) reading only the
 /// last round's atoms, the positive literals over relations in `recursive` before it the old
-/// atoms, and every other literal all atoms. The delta literal is scanned first; the rest is
-/// planned by [`Planner::level`].
+/// atoms, and every other literal all atoms (the rounds as `bounds` says). The literals are
+/// ordered by [`Planner::level`], the delta literal like any other at the cost of its share.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn plan(
     conj: &Conj,
@@ -559,6 +609,7 @@ pub(crate) fn plan(
     recursive: &[bool],
     dynamic: &[bool],
     mode: Mode,
+    bounds: &Bounds,
     relations: &mut [Relation],
     store: &TermStore,
 ) -> Plan {
@@ -568,6 +619,7 @@ pub(crate) fn plan(
         recursive,
         dynamic,
         mode,
+        bounds,
     };
     // Negated literals over dynamic relations are assumed true while deriving.
     let items: Vec<usize> = (0..conj.body.len())
@@ -580,10 +632,7 @@ pub(crate) fn plan(
     conj.head.for_each_var(&mut |v| needed[v as usize] = true);
     let mut bound = vec![false; conj.nvars];
     let mut subs = Vec::new();
-    let first = delta.filter(|&d| matches!(conj.body.get(d), Some(Item::Pos(_))));
-    let mut steps = p.level(
-        items, &mut bound, &needed, first, false, &mut subs, relations, store,
-    );
+    let mut steps = p.level(items, &mut bound, &needed, &mut subs, relations, store);
     mark_exists_only(conj, &mut steps, &subs, &mut needed);
     Plan { steps, subs }
 }
@@ -836,20 +885,21 @@ impl<'a> Exec<'a> {
                                 KeySrc::Var(v) => u64::from(self.binds[v as usize]),
                             });
                         }
-                        let Some(bucket) = relation.indexes[*ix].buckets.get(&finish(h)) else {
+                        let index = &relation.indexes[*ix];
+                        let Some(&head) = index.heads.get(&finish(h)) else {
                             return Ok(());
                         };
-                        let start = if lo == 0 {
-                            0
-                        } else {
-                            bucket.partition_point(|&p| (p as usize) < lo)
-                        };
-                        for &pos in &bucket[start..] {
-                            if pos as usize >= hi {
+                        let mut pos = head;
+                        while pos != NIL {
+                            let p = pos as usize;
+                            pos = index.older[p];
+                            if p >= hi {
+                                continue;
+                            }
+                            if p < lo {
                                 break;
                             }
-                            let row = relation.rows[pos as usize];
-                            if self.try_row(conj, plan, steps, &at, row, emit)? {
+                            if self.try_row(conj, plan, steps, &at, relation.rows[p], emit)? {
                                 break;
                             }
                         }
