@@ -2,6 +2,7 @@
 //! ones as an over-approximation, then instantiate the dynamic rules (see `doc/grounding.md`).
 
 use super::join::{self, Bounds, Exec, Mode, OutLit, Plan, Relation, Stop, AUX};
+use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
 use super::terms::{TermId, TermStore, HOLDS, PENDING};
 use super::types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
@@ -59,6 +60,10 @@ pub(crate) struct Grounder<'d> {
     rel_names: Vec<String>,
     dynamic: Vec<bool>,
     reached: Vec<bool>,
+    /// The magic relations of the demand-driven transformation: joined, never output.
+    guard: Vec<bool>,
+    /// The relations whose atoms appear in the ground program: dynamic and not magic.
+    output: Vec<bool>,
     atoms: usize,
     pub stats: GroundStats,
 }
@@ -106,6 +111,7 @@ impl<'d> Grounder<'d> {
             nvars,
             rule: None,
             var_names: vec![kw.true_; nvars],
+            magic: false,
         };
         let from_init = own(
             atom(k.true_, vec![Pat::Var(0)]),
@@ -164,6 +170,8 @@ impl<'d> Grounder<'d> {
             rel_names,
             dynamic: vec![false; n],
             reached: vec![false; n],
+            guard: vec![false; n],
+            output: vec![false; n],
             atoms: 0,
             stats: GroundStats::default(),
         };
@@ -197,12 +205,11 @@ impl<'d> Grounder<'d> {
         }
     }
 
-    /// Finds the relations the game's questions reach, which of them are dynamic, and binds
-    /// or rejects the variables the rules leave unbound.
-    fn classify(&mut self) -> Result<(), GroundError> {
+    /// The relations reached from the game master's questions through rule bodies.
+    fn reach(&self) -> Vec<bool> {
         let k = self.k;
         let n = self.rels.len();
-        // Reachability from the relations the game master asks about, through rule bodies.
+        let mut reached = vec![false; n];
         let mut heads_of: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, c) in self.conjs.iter().enumerate() {
             heads_of[c.head.rel as usize].push(i);
@@ -211,50 +218,93 @@ impl<'d> Grounder<'d> {
             k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
         ];
         for &r in &work {
-            self.reached[r as usize] = true;
+            reached[r as usize] = true;
         }
         while let Some(r) = work.pop() {
             for &i in &heads_of[r as usize] {
                 for item in &self.conjs[i].body {
                     if let Item::Pos(a) | Item::Neg(a) = item {
-                        if !self.reached[a.rel as usize] {
-                            self.reached[a.rel as usize] = true;
+                        if !reached[a.rel as usize] {
+                            reached[a.rel as usize] = true;
                             work.push(a.rel);
                         }
                     }
                 }
             }
         }
-        // Rules of relations nothing reaches are never grounded (they may even be unsafe).
-        let reached = &self.reached;
-        self.conjs.retain(|c| reached[c.head.rel as usize]);
+        reached
+    }
 
-        // Dynamic: the state, the moves, what the game master reads each turn, and whatever
-        // depends on any of them.
+    /// The dynamic relations: the state, the moves, what the game master reads each turn, and
+    /// whatever depends on any of them.
+    fn dynamic_relations(&self) -> Vec<bool> {
+        let k = self.k;
+        let mut dynamic = vec![false; self.rels.len()];
         for r in [k.true_, k.does, k.next, k.legal, k.goal, k.terminal] {
-            self.dynamic[r as usize] = true;
+            dynamic[r as usize] = true;
         }
         loop {
             let mut changed = false;
             for c in &self.conjs {
-                if self.dynamic[c.head.rel as usize] {
+                if dynamic[c.head.rel as usize] {
                     continue;
                 }
                 let dyn_body = c.body.iter().any(|item| match item {
-                    Item::Pos(a) | Item::Neg(a) => self.dynamic[a.rel as usize],
+                    Item::Pos(a) | Item::Neg(a) => dynamic[a.rel as usize],
                     _ => false,
                 });
                 if dyn_body {
-                    self.dynamic[c.head.rel as usize] = true;
+                    dynamic[c.head.rel as usize] = true;
                     changed = true;
                 }
             }
             if !changed {
-                break;
+                return dynamic;
             }
         }
+    }
+
+    /// A variable of `c` that its positive literals leave unbound, with where it occurs.
+    fn first_free(c: &Conj) -> Option<(u32, &'static str)> {
+        let mut bound = vec![false; c.nvars];
+        for item in &c.body {
+            if let Item::Pos(a) = item {
+                a.for_each_var(&mut |v| bound[v as usize] = true);
+            }
+        }
+        let mut free = None;
+        c.head.for_each_var(&mut |v| {
+            if !bound[v as usize] {
+                free = free.or(Some((v, "its head")));
+            }
+        });
+        for item in &c.body {
+            let what = match item {
+                Item::Pos(_) => continue,
+                Item::Neg(_) => "a negated literal",
+                Item::Distinct(..) => "a 'distinct'",
+                Item::Equal(..) => "a negated 'distinct'",
+            };
+            item.for_each_var(&mut |v| {
+                if !bound[v as usize] {
+                    free = free.or(Some((v, what)));
+                }
+            });
+        }
+        free
+    }
+
+    /// Finds the relations the game's questions reach and which of them are dynamic, binds
+    /// role variables, makes relations called with bound arguments demand-driven (see
+    /// `magic`), and rejects the rules that still leave a variable unbound.
+    fn classify(&mut self) -> Result<(), GroundError> {
+        let k = self.k;
+        // Rules of relations nothing reaches are never grounded (they may even be unsafe).
+        let reached = self.reach();
+        self.conjs.retain(|c| reached[c.head.rel as usize]);
+        let dynamic = self.dynamic_relations();
         for c in &self.conjs {
-            if c.head.rel == k.init && self.dynamic[k.init as usize] {
+            if c.head.rel == k.init && dynamic[k.init as usize] {
                 let (line, col) = self.rule_span(c);
                 return Err(GroundError::Unsupported {
                     line,
@@ -264,52 +314,67 @@ impl<'d> Grounder<'d> {
             }
         }
 
-        // Unbound variables. A role variable of `legal` or `goal` that the body leaves free
-        // ranges over the roles, since the game master asks for one role at a time; any other
-        // unbound variable makes the rule one that only top-down evaluation with given
-        // arguments can answer, which the grounder does not do.
-        for ci in 0..self.conjs.len() {
-            let c = &self.conjs[ci];
-            let mut bound = vec![false; c.nvars];
+        // A role variable of `legal` or `goal` that the body leaves free ranges over the roles,
+        // since the game master asks for one role at a time.
+        for c in &mut self.conjs {
+            if c.head.rel != k.legal && c.head.rel != k.goal {
+                continue;
+            }
+            let Pat::Var(v) = c.head.args[0] else { continue };
+            let mut bound = false;
             for item in &c.body {
                 if let Item::Pos(a) = item {
-                    a.for_each_var(&mut |v| bound[v as usize] = true);
+                    a.for_each_var(&mut |w| bound |= w == v);
                 }
             }
-            if c.head.rel == k.legal || c.head.rel == k.goal {
-                if let Pat::Var(v) = c.head.args[0] {
-                    if !bound[v as usize] {
-                        bound[v as usize] = true;
-                        let role = AtomPat {
-                            rel: k.role,
-                            sym: self.desc.keywords.role,
-                            args: vec![Pat::Var(v)].into(),
-                        };
-                        self.conjs[ci].body.insert(0, Item::Pos(role));
-                    }
-                }
-            }
-            let c = &self.conjs[ci];
-            let mut free = None;
-            c.head.for_each_var(&mut |v| {
-                if !bound[v as usize] {
-                    free = free.or(Some((v, "its head")));
-                }
-            });
-            for item in &c.body {
-                let what = match item {
-                    Item::Pos(_) => continue,
-                    Item::Neg(_) => "a negated literal",
-                    Item::Distinct(..) => "a 'distinct'",
-                    Item::Equal(..) => "a negated 'distinct'",
+            if !bound {
+                let role = AtomPat {
+                    rel: k.role,
+                    sym: self.desc.keywords.role,
+                    args: vec![Pat::Var(v)].into(),
                 };
-                item.for_each_var(&mut |v| {
-                    if !bound[v as usize] {
-                        free = free.or(Some((v, what)));
-                    }
-                });
+                c.body.insert(0, Item::Pos(role));
             }
-            if let Some((v, what)) = free {
+        }
+
+        // Demand-driven relations: the dynamic ones that are not asked about directly, and the
+        // static ones with a rule that only the arguments of its calls can make safe.
+        let n = self.rels.len();
+        let mut candidates = vec![false; n];
+        for r in 0..n {
+            candidates[r] = reached[r] && dynamic[r];
+        }
+        for c in &self.conjs {
+            if Self::first_free(c).is_some() {
+                candidates[c.head.rel as usize] = true;
+            }
+        }
+        for r in [
+            k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
+        ] {
+            candidates[r as usize] = false;
+        }
+        let symbols = self.desc.symbols.len() as u32;
+        let magic_for = magic::transform(&mut self.conjs, &mut self.rels, &candidates, symbols);
+        let n = self.rels.len();
+        self.guard = (0..n)
+            .map(|r| magic_for.get(r).copied().flatten().is_some())
+            .collect();
+        self.rel_names = (0..n as RelId)
+            .map(|r| match magic_for.get(r as usize).copied().flatten() {
+                Some(of) => format!("calls of {}", self.rel_names[of as usize]),
+                None => self.rel_names[r as usize].clone(),
+            })
+            .collect();
+        self.relations.resize_with(n, Relation::default);
+        self.reached = self.reach();
+        self.dynamic = self.dynamic_relations();
+        self.output = (0..n).map(|r| self.dynamic[r] && !self.guard[r]).collect();
+
+        // Any variable still unbound makes the rule one that only top-down evaluation with
+        // other arguments given could answer.
+        for c in &self.conjs {
+            if let Some((v, what)) = Self::first_free(c) {
                 let (line, col) = self.rule_span(c);
                 let rule = c
                     .rule
@@ -320,8 +385,8 @@ impl<'d> Grounder<'d> {
                     col,
                     message: format!(
                         "cannot ground {rule}: variable {} of {what} is bound by no positive literal of \
-                         the body, so the rule can only be answered top-down with that argument \
-                         given, which the grounder does not do",
+                         the body nor by the calls of the rule, so the rule can only be answered \
+                         top-down, which the grounder does not do",
                         self.desc.symbols.name(c.var_names[v as usize])
                     ),
                 });
@@ -428,7 +493,7 @@ impl<'d> Grounder<'d> {
                     let empty_before = self.conjs[ci].body[..i].iter().any(|item| {
                         matches!(item, Item::Pos(b) if in_scc[b.rel as usize] && bounds.old[b.rel as usize] == 0)
                     });
-                    if !empty_before {
+                    if !empty_before && join::delta_can_match(a, &bounds, &mut self.relations, &self.store) {
                         self.derive(ci, Some(i), in_scc, &bounds)?;
                     }
                 }
@@ -454,7 +519,7 @@ impl<'d> Grounder<'d> {
             conj,
             delta,
             in_scc,
-            &self.dynamic,
+            &self.output,
             Mode::Derive,
             bounds,
             &mut self.relations,
@@ -581,7 +646,7 @@ impl<'d> Grounder<'d> {
         for ci in 0..self.conjs.len() {
             let conj = &self.conjs[ci];
             let head_rel = conj.head.rel;
-            if conj.rule.is_none() || !self.dynamic[head_rel as usize] {
+            if conj.rule.is_none() || conj.magic || !self.output[head_rel as usize] {
                 continue;
             }
             self.check_time(head_rel)?;
@@ -589,7 +654,7 @@ impl<'d> Grounder<'d> {
                 conj,
                 None,
                 &none,
-                &self.dynamic,
+                &self.output,
                 Mode::Instantiate,
                 &bounds,
                 &mut self.relations,

@@ -598,6 +598,58 @@ impl Planner<'_> {
     }
 }
 
+/// Whether some atom of the last round (by `bounds`) can match `a`, judged by its functors and
+/// constants alone: a cheap test that spares planning rule variants that cannot fire.
+pub(crate) fn delta_can_match(
+    a: &AtomPat,
+    bounds: &Bounds,
+    relations: &mut [Relation],
+    store: &TermStore,
+) -> bool {
+    let r = a.rel as usize;
+    let (lo, hi) = (bounds.old[r], bounds.all[r]);
+    if lo >= hi {
+        return false;
+    }
+    let (probes, key) = probes_of(&a.args, &vec![false; 1 + max_var(a)]);
+    if probes.is_empty() {
+        return true;
+    }
+    let relation = &mut relations[r];
+    let ix = relation.index(&probes, store);
+    let mut h = rustc_hash::FxHasher::default();
+    for src in &key {
+        h.write_u64(match *src {
+            KeySrc::Const(c) => c,
+            KeySrc::Term(t) => u64::from(t),
+            // Nothing is bound, so no key reads a variable.
+            KeySrc::Var(_) => return true,
+        });
+    }
+    let index = &relation.indexes[ix];
+    let Some(&head) = index.heads.get(&finish(h)) else {
+        return false;
+    };
+    let mut pos = head;
+    while pos != NIL {
+        let p = pos as usize;
+        if p < lo {
+            return false;
+        }
+        if p < hi {
+            return true;
+        }
+        pos = index.older[p];
+    }
+    false
+}
+
+fn max_var(a: &AtomPat) -> usize {
+    let mut m = 0;
+    a.for_each_var(&mut |v| m = m.max(v as usize));
+    m
+}
+
 /// Makes the plan of `conj`, with its literal `delta` (an index into the body) reading only the
 /// last round's atoms, the positive literals over relations in `recursive` before it the old
 /// atoms, and every other literal all atoms (the rounds as `bounds` says). The literals are

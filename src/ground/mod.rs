@@ -4,6 +4,7 @@
 mod eval;
 mod grounder;
 mod join;
+mod magic;
 mod normalize;
 mod terms;
 mod types;
