@@ -8,7 +8,7 @@ use super::terms::{TermId, TermStore, HOLDS, PENDING};
 use super::types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
 use super::GroundError;
 use crate::gdl::{Description, Term};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};
 
 /// The relations GDL gives a meaning to.
@@ -23,6 +23,12 @@ struct Keys {
     goal: RelId,
     terminal: RelId,
 }
+
+/// The deepest atom the grounder derives, counting the relation as one level. Deeper atoms mean
+/// that a recursion builds ever larger terms (a list that grows every turn), which no finite
+/// ground program can hold; the grounder stops with a `term_depth` limit rather than run into the
+/// atom limit slowly.
+pub const MAX_TERM_DEPTH: u16 = 64;
 
 /// Statistics of one grounding, for benchmarks.
 #[derive(Clone, Debug, Default)]
@@ -549,6 +555,9 @@ impl<'d> Grounder<'d> {
             let max_atoms = self.limits.max_atoms;
             exec.run(conj, &plan, &mut |ex: &mut Exec| {
                 let t = ex.build_atom(head);
+                if ex.store.depth(t) > MAX_TERM_DEPTH {
+                    return Err(Stop::Error(limit("term_depth", MAX_TERM_DEPTH as usize, name)));
+                }
                 if ex.store.flags(t) == 0 {
                     ex.store.set_flags(t, PENDING);
                     pending.push(t);
@@ -634,7 +643,7 @@ impl<'d> Grounder<'d> {
             atom_of: Vec::new(),
             aux_of: FxHashMap::default(),
             atoms: Vec::new(),
-            rules: FxHashSet::default(),
+            rules: Vec::new(),
             literals: 0,
         };
         let mut next_aux = 0u32;
@@ -747,7 +756,7 @@ impl<'d> Grounder<'d> {
         init.sort_unstable();
         init.dedup();
 
-        let mut rules: Vec<GroundRule> = out.rules.into_iter().collect();
+        let mut rules = out.rules;
         rules.sort_unstable_by(|a, b| {
             a.head.cmp(&b.head).then_with(|| {
                 let x = a.body.iter().map(|l| (l.atom, l.negated));
@@ -755,6 +764,7 @@ impl<'d> Grounder<'d> {
                 x.cmp(y)
             })
         });
+        rules.dedup();
         let mut stats = self.stats.clone();
         for (r, rel) in self.relations.iter().enumerate() {
             if self.dynamic[r] {
@@ -800,7 +810,8 @@ struct Out {
     atom_of: Vec<u32>,
     aux_of: FxHashMap<u32, AtomId>,
     atoms: Vec<GroundAtom>,
-    rules: FxHashSet<GroundRule>,
+    /// The rules so far, possibly with repeats (removed at the end).
+    rules: Vec<GroundRule>,
     literals: usize,
 }
 
@@ -856,15 +867,13 @@ impl Out {
         if body.windows(2).any(|w| w[0].atom == w[1].atom) {
             return Ok(());
         }
-        let len = body.len();
-        if self.rules.insert(GroundRule { head, body }) {
-            self.literals += len;
-            if self.rules.len() > limits.max_rules {
-                return Err(limit("max_rules", limits.max_rules, name));
-            }
-            if self.literals > limits.max_literals {
-                return Err(limit("max_literals", limits.max_literals, name));
-            }
+        self.literals += body.len();
+        self.rules.push(GroundRule { head, body });
+        if self.rules.len() > limits.max_rules {
+            return Err(limit("max_rules", limits.max_rules, name));
+        }
+        if self.literals > limits.max_literals {
+            return Err(limit("max_literals", limits.max_literals, name));
         }
         Ok(())
     }

@@ -20,7 +20,7 @@ type Path = Box<[u8]>;
 
 /// What an index reads at a path.
 #[derive(Clone, PartialEq, Eq, Debug)]
-struct Probe {
+pub(crate) struct Probe {
     path: Path,
     /// The functor and arity (true) or the whole term (false).
     functor: bool,
@@ -128,6 +128,26 @@ impl Relation {
         i
     }
 
+    /// The expected number of atoms a lookup with these probes finds. An existing index (or a
+    /// new one, for a small relation) says exactly; for a large relation without one, each
+    /// known value is assumed to keep a tenth of the atoms, so that planning does not build
+    /// indexes it may never use.
+    fn estimate(&mut self, probes: &[Probe], store: &TermStore) -> f64 {
+        if probes.is_empty() {
+            return self.rows.len() as f64;
+        }
+        if let Some(ix) = self.indexes.iter_mut().find(|ix| *ix.probes == *probes) {
+            ix.catch_up(&self.rows, store);
+            return ix.average_bucket();
+        }
+        if self.rows.len() <= 4096 {
+            let ix = self.index(probes, store);
+            return self.indexes[ix].average_bucket();
+        }
+        let values = probes.iter().filter(|p| !p.functor).count();
+        (self.rows.len() as f64 * 0.1f64.powi(values as i32)).max(1.0)
+    }
+
     /// Bytes held by the indexes, roughly.
     pub fn bytes(&self) -> usize {
         self.rows.capacity() * 4
@@ -207,6 +227,8 @@ pub(crate) enum Step {
         rel: RelId,
         /// The index used, or `None` to read every atom in the range.
         index: Option<usize>,
+        /// What the index reads; with `key`, where the lookup values come from.
+        probes: Box<[Probe]>,
         key: Box<[KeySrc]>,
         range: Range,
         /// Stop after the first match: nothing after this step uses what it binds.
@@ -686,6 +708,10 @@ pub(crate) fn plan(
     let mut subs = Vec::new();
     let mut steps = p.level(items, &mut bound, &needed, &mut subs, relations, store);
     mark_exists_only(conj, &mut steps, &subs, &mut needed);
+    finish_indexes(&mut steps, relations, store);
+    for sub in &mut subs {
+        finish_indexes(&mut sub.steps, relations, store);
+    }
     Plan { steps, subs }
 }
 
@@ -701,12 +727,7 @@ fn scan_step(
 ) -> (Step, f64) {
     let (probes, key) = probes_of(&a.args, bound);
     let rel = &mut relations[a.rel as usize];
-    let (index, cost) = if probes.is_empty() {
-        (None, rel.rows.len() as f64)
-    } else {
-        let ix = rel.index(&probes, store);
-        (Some(ix), rel.indexes[ix].average_bucket())
-    };
+    let cost = rel.estimate(&probes, store);
     // A literal whose variables are all bound is a lookup: prefer it to a scan of equal cost.
     let mut all_bound = true;
     a.for_each_var(&mut |v| all_bound &= bound[v as usize]);
@@ -715,7 +736,8 @@ fn scan_step(
         Step::Scan {
             item: i,
             rel: a.rel,
-            index,
+            index: None,
+            probes: probes.into(),
             key: key.into(),
             range,
             exists_only: false,
@@ -723,6 +745,20 @@ fn scan_step(
         },
         cost,
     )
+}
+
+/// Makes the index every scan of `steps` needs and brings it up to date.
+fn finish_indexes(steps: &mut [Step], relations: &mut [Relation], store: &TermStore) {
+    for s in steps {
+        if let Step::Scan {
+            rel, index, probes, ..
+        } = s
+        {
+            if !probes.is_empty() {
+                *index = Some(relations[*rel as usize].index(probes, store));
+            }
+        }
+    }
 }
 
 /// Marks the scans whose new bindings nothing later reads (`needed` holds the variables read
@@ -898,6 +934,7 @@ impl<'a> Exec<'a> {
                 range,
                 exists_only,
                 record,
+                ..
             } => {
                 let Item::Pos(a) = &conj.body[*item] else {
                     return Ok(());
