@@ -1,13 +1,14 @@
 //! The grounder's phases: classify relations, evaluate the static ones exactly and the dynamic
 //! ones as an over-approximation, then instantiate the dynamic rules (see `doc/grounding.md`).
 
-use super::join::{self, Bounds, Exec, Mode, Plan, Relation, Stop};
+use super::join::{self, Bounds, Exec, Mode, OutLit, Plan, Relation, Stop, AUX};
+use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
 use super::terms::{TermId, TermStore, HOLDS, PENDING};
 use super::types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
 use super::GroundError;
 use crate::gdl::{Description, Term};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};
 
 /// The relations GDL gives a meaning to.
@@ -22,6 +23,12 @@ struct Keys {
     goal: RelId,
     terminal: RelId,
 }
+
+/// The deepest atom the grounder derives, counting the relation as one level. Deeper atoms mean
+/// that a recursion builds ever larger terms (a list that grows every turn), which no finite
+/// ground program can hold; the grounder stops with a `term_depth` limit rather than run into the
+/// atom limit slowly.
+pub const MAX_TERM_DEPTH: u16 = 64;
 
 /// Statistics of one grounding, for benchmarks.
 #[derive(Clone, Debug, Default)]
@@ -40,6 +47,8 @@ pub struct GroundStats {
     pub fixpoint: Duration,
     /// Time spent instantiating.
     pub instantiate: Duration,
+    /// The ten largest relations (`name/arity`) with their numbers of atoms, largest first.
+    pub largest: Vec<(String, usize)>,
 }
 
 pub(crate) struct Grounder<'d> {
@@ -57,6 +66,10 @@ pub(crate) struct Grounder<'d> {
     rel_names: Vec<String>,
     dynamic: Vec<bool>,
     reached: Vec<bool>,
+    /// The magic relations of the demand-driven transformation: joined, never output.
+    guard: Vec<bool>,
+    /// The relations whose atoms appear in the ground program: dynamic and not magic.
+    output: Vec<bool>,
     atoms: usize,
     pub stats: GroundStats,
 }
@@ -104,6 +117,7 @@ impl<'d> Grounder<'d> {
             nvars,
             rule: None,
             var_names: vec![kw.true_; nvars],
+            magic: false,
         };
         let from_init = own(
             atom(k.true_, vec![Pat::Var(0)]),
@@ -162,6 +176,8 @@ impl<'d> Grounder<'d> {
             rel_names,
             dynamic: vec![false; n],
             reached: vec![false; n],
+            guard: vec![false; n],
+            output: vec![false; n],
             atoms: 0,
             stats: GroundStats::default(),
         };
@@ -195,12 +211,11 @@ impl<'d> Grounder<'d> {
         }
     }
 
-    /// Finds the relations the game's questions reach, which of them are dynamic, and binds
-    /// or rejects the variables the rules leave unbound.
-    fn classify(&mut self) -> Result<(), GroundError> {
+    /// The relations reached from the game master's questions through rule bodies.
+    fn reach(&self) -> Vec<bool> {
         let k = self.k;
         let n = self.rels.len();
-        // Reachability from the relations the game master asks about, through rule bodies.
+        let mut reached = vec![false; n];
         let mut heads_of: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, c) in self.conjs.iter().enumerate() {
             heads_of[c.head.rel as usize].push(i);
@@ -209,50 +224,93 @@ impl<'d> Grounder<'d> {
             k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
         ];
         for &r in &work {
-            self.reached[r as usize] = true;
+            reached[r as usize] = true;
         }
         while let Some(r) = work.pop() {
             for &i in &heads_of[r as usize] {
                 for item in &self.conjs[i].body {
                     if let Item::Pos(a) | Item::Neg(a) = item {
-                        if !self.reached[a.rel as usize] {
-                            self.reached[a.rel as usize] = true;
+                        if !reached[a.rel as usize] {
+                            reached[a.rel as usize] = true;
                             work.push(a.rel);
                         }
                     }
                 }
             }
         }
-        // Rules of relations nothing reaches are never grounded (they may even be unsafe).
-        let reached = &self.reached;
-        self.conjs.retain(|c| reached[c.head.rel as usize]);
+        reached
+    }
 
-        // Dynamic: the state, the moves, what the game master reads each turn, and whatever
-        // depends on any of them.
+    /// The dynamic relations: the state, the moves, what the game master reads each turn, and
+    /// whatever depends on any of them.
+    fn dynamic_relations(&self) -> Vec<bool> {
+        let k = self.k;
+        let mut dynamic = vec![false; self.rels.len()];
         for r in [k.true_, k.does, k.next, k.legal, k.goal, k.terminal] {
-            self.dynamic[r as usize] = true;
+            dynamic[r as usize] = true;
         }
         loop {
             let mut changed = false;
             for c in &self.conjs {
-                if self.dynamic[c.head.rel as usize] {
+                if dynamic[c.head.rel as usize] {
                     continue;
                 }
                 let dyn_body = c.body.iter().any(|item| match item {
-                    Item::Pos(a) | Item::Neg(a) => self.dynamic[a.rel as usize],
+                    Item::Pos(a) | Item::Neg(a) => dynamic[a.rel as usize],
                     _ => false,
                 });
                 if dyn_body {
-                    self.dynamic[c.head.rel as usize] = true;
+                    dynamic[c.head.rel as usize] = true;
                     changed = true;
                 }
             }
             if !changed {
-                break;
+                return dynamic;
             }
         }
+    }
+
+    /// A variable of `c` that its positive literals leave unbound, with where it occurs.
+    fn first_free(c: &Conj) -> Option<(u32, &'static str)> {
+        let mut bound = vec![false; c.nvars];
+        for item in &c.body {
+            if let Item::Pos(a) = item {
+                a.for_each_var(&mut |v| bound[v as usize] = true);
+            }
+        }
+        let mut free = None;
+        c.head.for_each_var(&mut |v| {
+            if !bound[v as usize] {
+                free = free.or(Some((v, "its head")));
+            }
+        });
+        for item in &c.body {
+            let what = match item {
+                Item::Pos(_) => continue,
+                Item::Neg(_) => "a negated literal",
+                Item::Distinct(..) => "a 'distinct'",
+                Item::Equal(..) => "a negated 'distinct'",
+            };
+            item.for_each_var(&mut |v| {
+                if !bound[v as usize] {
+                    free = free.or(Some((v, what)));
+                }
+            });
+        }
+        free
+    }
+
+    /// Finds the relations the game's questions reach and which of them are dynamic, binds
+    /// role variables, makes relations called with bound arguments demand-driven (see
+    /// `magic`), and rejects the rules that still leave a variable unbound.
+    fn classify(&mut self) -> Result<(), GroundError> {
+        let k = self.k;
+        // Rules of relations nothing reaches are never grounded (they may even be unsafe).
+        let reached = self.reach();
+        self.conjs.retain(|c| reached[c.head.rel as usize]);
+        let dynamic = self.dynamic_relations();
         for c in &self.conjs {
-            if c.head.rel == k.init && self.dynamic[k.init as usize] {
+            if c.head.rel == k.init && dynamic[k.init as usize] {
                 let (line, col) = self.rule_span(c);
                 return Err(GroundError::Unsupported {
                     line,
@@ -262,52 +320,67 @@ impl<'d> Grounder<'d> {
             }
         }
 
-        // Unbound variables. A role variable of `legal` or `goal` that the body leaves free
-        // ranges over the roles, since the game master asks for one role at a time; any other
-        // unbound variable makes the rule one that only top-down evaluation with given
-        // arguments can answer, which the grounder does not do.
-        for ci in 0..self.conjs.len() {
-            let c = &self.conjs[ci];
-            let mut bound = vec![false; c.nvars];
+        // A role variable of `legal` or `goal` that the body leaves free ranges over the roles,
+        // since the game master asks for one role at a time.
+        for c in &mut self.conjs {
+            if c.head.rel != k.legal && c.head.rel != k.goal {
+                continue;
+            }
+            let Pat::Var(v) = c.head.args[0] else { continue };
+            let mut bound = false;
             for item in &c.body {
                 if let Item::Pos(a) = item {
-                    a.for_each_var(&mut |v| bound[v as usize] = true);
+                    a.for_each_var(&mut |w| bound |= w == v);
                 }
             }
-            if c.head.rel == k.legal || c.head.rel == k.goal {
-                if let Pat::Var(v) = c.head.args[0] {
-                    if !bound[v as usize] {
-                        bound[v as usize] = true;
-                        let role = AtomPat {
-                            rel: k.role,
-                            sym: self.desc.keywords.role,
-                            args: vec![Pat::Var(v)].into(),
-                        };
-                        self.conjs[ci].body.insert(0, Item::Pos(role));
-                    }
-                }
-            }
-            let c = &self.conjs[ci];
-            let mut free = None;
-            c.head.for_each_var(&mut |v| {
-                if !bound[v as usize] {
-                    free = free.or(Some((v, "its head")));
-                }
-            });
-            for item in &c.body {
-                let what = match item {
-                    Item::Pos(_) => continue,
-                    Item::Neg(_) => "a negated literal",
-                    Item::Distinct(..) => "a 'distinct'",
-                    Item::Equal(..) => "a negated 'distinct'",
+            if !bound {
+                let role = AtomPat {
+                    rel: k.role,
+                    sym: self.desc.keywords.role,
+                    args: vec![Pat::Var(v)].into(),
                 };
-                item.for_each_var(&mut |v| {
-                    if !bound[v as usize] {
-                        free = free.or(Some((v, what)));
-                    }
-                });
+                c.body.insert(0, Item::Pos(role));
             }
-            if let Some((v, what)) = free {
+        }
+
+        // Demand-driven relations: the dynamic ones that are not asked about directly, and the
+        // static ones with a rule that only the arguments of its calls can make safe.
+        let n = self.rels.len();
+        let mut candidates = vec![false; n];
+        for r in 0..n {
+            candidates[r] = reached[r] && dynamic[r];
+        }
+        for c in &self.conjs {
+            if Self::first_free(c).is_some() {
+                candidates[c.head.rel as usize] = true;
+            }
+        }
+        for r in [
+            k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
+        ] {
+            candidates[r as usize] = false;
+        }
+        let symbols = self.desc.symbols.len() as u32;
+        let magic_for = magic::transform(&mut self.conjs, &mut self.rels, &candidates, symbols);
+        let n = self.rels.len();
+        self.guard = (0..n)
+            .map(|r| magic_for.get(r).copied().flatten().is_some())
+            .collect();
+        self.rel_names = (0..n as RelId)
+            .map(|r| match magic_for.get(r as usize).copied().flatten() {
+                Some(of) => format!("calls of {}", self.rel_names[of as usize]),
+                None => self.rel_names[r as usize].clone(),
+            })
+            .collect();
+        self.relations.resize_with(n, Relation::default);
+        self.reached = self.reach();
+        self.dynamic = self.dynamic_relations();
+        self.output = (0..n).map(|r| self.dynamic[r] && !self.guard[r]).collect();
+
+        // Any variable still unbound makes the rule one that only top-down evaluation with
+        // other arguments given could answer.
+        for c in &self.conjs {
+            if let Some((v, what)) = Self::first_free(c) {
                 let (line, col) = self.rule_span(c);
                 let rule = c
                     .rule
@@ -318,8 +391,8 @@ impl<'d> Grounder<'d> {
                     col,
                     message: format!(
                         "cannot ground {rule}: variable {} of {what} is bound by no positive literal of \
-                         the body, so the rule can only be answered top-down with that argument \
-                         given, which the grounder does not do",
+                         the body nor by the calls of the rule, so the rule can only be answered \
+                         top-down, which the grounder does not do",
                         self.desc.symbols.name(c.var_names[v as usize])
                     ),
                 });
@@ -418,7 +491,15 @@ impl<'d> Grounder<'d> {
                         continue;
                     };
                     let r = a.rel as usize;
-                    if in_scc[r] && bounds.all[r] > bounds.old[r] {
+                    if !in_scc[r] || bounds.all[r] == bounds.old[r] {
+                        continue;
+                    }
+                    // The literals before the delta one read the old atoms only: if one of
+                    // them has none, this variant finds nothing.
+                    let empty_before = self.conjs[ci].body[..i].iter().any(|item| {
+                        matches!(item, Item::Pos(b) if in_scc[b.rel as usize] && bounds.old[b.rel as usize] == 0)
+                    });
+                    if !empty_before && join::delta_can_match(a, &bounds, &mut self.relations, &self.store) {
                         self.derive(ci, Some(i), in_scc, &bounds)?;
                     }
                 }
@@ -438,29 +519,50 @@ impl<'d> Grounder<'d> {
         let conj = &self.conjs[ci];
         let head_rel = conj.head.rel;
         self.check_time(head_rel)?;
+        let dbg_t = Instant::now();
+        let dbg_p = Instant::now();
         let plan: Plan = join::plan(
             conj,
             delta,
             in_scc,
-            &self.dynamic,
+            &self.output,
             Mode::Derive,
+            bounds,
             &mut self.relations,
             &self.store,
         );
+        if std::env::var_os("PJ_DEBUG2").is_some() {
+            eprintln!(
+                "plan {:?} {:?} {:?} steps {}",
+                conj.rule.map(|i| self.desc.rules[i].span.line),
+                delta,
+                dbg_p.elapsed(),
+                plan.steps.len()
+            );
+        }
         let mut pending: Vec<TermId> = Vec::new();
         let room = self.limits.max_atoms.saturating_sub(self.atoms);
         let result = {
-            let mut exec = Exec::new(&mut self.store, &self.relations, bounds, self.deadline);
+            let mut exec = Exec::new(
+                &mut self.store,
+                &self.relations,
+                bounds,
+                Mode::Derive,
+                self.deadline,
+            );
             let head = &conj.head;
             let name = &self.rel_names[head_rel as usize];
             let max_atoms = self.limits.max_atoms;
             exec.run(conj, &plan, &mut |ex: &mut Exec| {
-                let t = join::build_atom(ex.store, head, &ex.binds);
+                let t = ex.build_atom(head);
+                if ex.store.depth(t) > MAX_TERM_DEPTH {
+                    return Err(Stop::Error(limit("term_depth", MAX_TERM_DEPTH as usize, name)));
+                }
                 if ex.store.flags(t) == 0 {
                     ex.store.set_flags(t, PENDING);
                     pending.push(t);
                     if pending.len() > room {
-                        return Err(limit("max_atoms", max_atoms, name));
+                        return Err(Stop::Error(limit("max_atoms", max_atoms, name)));
                     }
                 }
                 Ok(())
@@ -470,12 +572,24 @@ impl<'d> Grounder<'d> {
             self.store.clear_flags(t, PENDING);
         }
         match result {
-            Ok(()) => {}
+            Ok(()) | Err(Stop::Found) => {}
             Err(Stop::Time) => return Err(self.time_limit(head_rel)),
-            Err(Stop::Callback(e)) => return Err(e),
+            Err(Stop::Error(e)) => return Err(e),
         }
+        let dbg_n = pending.len();
         for t in pending {
             self.add(ci, t)?;
+        }
+        if std::env::var_os("PJ_DEBUG").is_some() && dbg_t.elapsed().as_micros() > 0 {
+            let c = &self.conjs[ci];
+            eprintln!(
+                "derive {:?} delta {:?}: {} us, {} new; rule {}",
+                c.rule.map(|i| self.desc.rules[i].span.line),
+                delta,
+                dbg_t.elapsed().as_micros(),
+                dbg_n,
+                self.rel_names[c.head.rel as usize]
+            );
         }
         Ok(())
     }
@@ -526,11 +640,13 @@ impl<'d> Grounder<'d> {
         };
         let none = vec![false; n];
         let mut out = Out {
-            atom_of: FxHashMap::default(),
+            atom_of: Vec::new(),
+            aux_of: FxHashMap::default(),
             atoms: Vec::new(),
-            rules: FxHashSet::default(),
+            rules: Vec::new(),
             literals: 0,
         };
+        let mut next_aux = 0u32;
         let cx = KindCx {
             k,
             role_index: &self.role_index,
@@ -539,7 +655,7 @@ impl<'d> Grounder<'d> {
         for ci in 0..self.conjs.len() {
             let conj = &self.conjs[ci];
             let head_rel = conj.head.rel;
-            if conj.rule.is_none() || !self.dynamic[head_rel as usize] {
+            if conj.rule.is_none() || conj.magic || !self.output[head_rel as usize] {
                 continue;
             }
             self.check_time(head_rel)?;
@@ -547,91 +663,78 @@ impl<'d> Grounder<'d> {
                 conj,
                 None,
                 &none,
-                &self.dynamic,
+                &self.output,
                 Mode::Instantiate,
+                &bounds,
                 &mut self.relations,
                 &self.store,
             );
-            // The body literals each solution keeps: scans of dynamic relations (by step) and
-            // negated dynamic literals (by body position).
-            let kept_scans: Vec<(usize, RelId)> = plan
-                .steps
-                .iter()
-                .enumerate()
-                .filter_map(|(s, step)| match step {
-                    join::Step::Scan { rel, .. } if self.dynamic[*rel as usize] => Some((s, *rel)),
-                    _ => None,
-                })
-                .collect();
-            let kept_negs: Vec<&AtomPat> = conj
-                .body
-                .iter()
-                .filter_map(|item| match item {
-                    Item::Neg(a) if self.dynamic[a.rel as usize] => Some(a),
-                    _ => None,
-                })
-                .collect();
+            if std::env::var_os("PJ_DEBUG3").is_some() {
+                eprintln!(
+                    "PLAN line {:?}: {:?}",
+                    conj.rule.map(|i| self.desc.rules[i].span.line),
+                    plan
+                );
+            }
             let name = &self.rel_names[head_rel as usize];
             let limits = self.limits;
-            let mut exec = Exec::new(&mut self.store, &self.relations, &bounds, self.deadline);
+            let mut exec = Exec::new(
+                &mut self.store,
+                &self.relations,
+                &bounds,
+                Mode::Instantiate,
+                self.deadline,
+            );
+            exec.aux_count = next_aux;
             let result = exec.run(conj, &plan, &mut |ex: &mut Exec| {
-                let Some(head) =
-                    join::find_atom(ex.store, &conj.head, &ex.binds).filter(|&t| ex.store.holds(t))
-                else {
+                let Some(head) = ex.find_atom(&conj.head).filter(|&t| ex.store.holds(t)) else {
                     // Only `legal` and `goal` atoms of non-roles are left out of their relations.
                     if head_rel == k.legal || head_rel == k.goal {
                         return Ok(());
                     }
-                    return Err(GroundError::Internal(format!(
-                        "an instance of a rule of {name} derives an atom missing from the fixpoint"
-                    )));
+                    let t = ex.build_atom(&conj.head);
+                    return Err(Stop::Error(GroundError::Internal(format!(
+                        "an instance of a rule of {name} derives {}, which the fixpoint missed",
+                        ex.store.text(t, &cx.desc.symbols)
+                    ))));
                 };
-                let head = out.atom(head, head_rel, ex.store, &cx)?;
-                let mut body = Vec::with_capacity(kept_scans.len() + kept_negs.len());
-                for &(s, rel) in &kept_scans {
-                    let atom = out.atom(ex.matched[s], rel, ex.store, &cx)?;
-                    body.push(GroundLit { atom, negated: false });
-                }
-                for a in &kept_negs {
-                    // A negated atom outside the over-approximation never holds: the literal
-                    // is true and is dropped.
-                    if let Some(t) = join::find_atom(ex.store, a, &ex.binds).filter(|&t| ex.store.holds(t)) {
-                        let atom = out.atom(t, a.rel, ex.store, &cx)?;
-                        body.push(GroundLit { atom, negated: true });
-                    }
-                }
-                body.sort_unstable_by_key(|l| (l.atom, l.negated));
-                body.dedup();
-                if body.windows(2).any(|w| w[0].atom == w[1].atom) {
-                    // Both x and (not x): the rule never fires.
-                    return Ok(());
-                }
-                let len = body.len();
-                if out.rules.insert(GroundRule { head, body }) {
-                    out.literals += len;
-                    if out.rules.len() > limits.max_rules {
-                        return Err(limit("max_rules", limits.max_rules, name));
-                    }
-                    if out.literals > limits.max_literals {
-                        return Err(limit("max_literals", limits.max_literals, name));
-                    }
-                }
-                Ok(())
+                let head = out.atom(head, head_rel, ex.store, &cx).map_err(Stop::Error)?;
+                let body = out.body(&ex.lits, ex.store, &cx).map_err(Stop::Error)?;
+                out.add_rule(head, body, limits, name).map_err(Stop::Error)
             });
+            let aux_rules = std::mem::take(&mut exec.aux_rules);
+            next_aux = exec.aux_count;
             drop(exec);
+            if std::env::var_os("PJ_DEBUG").is_some() {
+                eprintln!(
+                    "instantiate line {:?} {}: {} rules so far, {:?}",
+                    conj.rule.map(|i| self.desc.rules[i].span.line),
+                    name,
+                    out.rules.len(),
+                    start.elapsed()
+                );
+            }
             match result {
-                Ok(()) => {}
+                Ok(()) | Err(Stop::Found) => {}
                 Err(Stop::Time) => return Err(self.time_limit(head_rel)),
-                Err(Stop::Callback(e)) => return Err(e),
+                Err(Stop::Error(e)) => return Err(e),
+            }
+            for (n, lits) in aux_rules {
+                let head = out.aux(n);
+                let body = out.body(&lits, &self.store, &cx)?;
+                out.add_rule(head, body, limits, name)?;
             }
         }
 
         // The twins the builder relies on: `does` for every `legal`, `true` for every `next`,
         // and the initial state.
         let mut twins = Vec::new();
-        for (term, id) in out.atom_of.iter() {
-            let kind = out.atoms[id.index()].kind;
-            let args = self.store.args(*term);
+        for (term, &id) in out.atom_of.iter().enumerate() {
+            if id == u32::MAX {
+                continue;
+            }
+            let kind = out.atoms[id as usize].kind;
+            let args = self.store.args(term as TermId);
             match kind {
                 AtomKind::Legal { .. } => twins.push((self.desc.keywords.does, args.to_vec(), k.does)),
                 AtomKind::Next => twins.push((self.desc.keywords.true_, args.to_vec(), k.true_)),
@@ -653,7 +756,7 @@ impl<'d> Grounder<'d> {
         init.sort_unstable();
         init.dedup();
 
-        let mut rules: Vec<GroundRule> = out.rules.into_iter().collect();
+        let mut rules = out.rules;
         rules.sort_unstable_by(|a, b| {
             a.head.cmp(&b.head).then_with(|| {
                 let x = a.body.iter().map(|l| (l.atom, l.negated));
@@ -661,6 +764,7 @@ impl<'d> Grounder<'d> {
                 x.cmp(y)
             })
         });
+        rules.dedup();
         let mut stats = self.stats.clone();
         for (r, rel) in self.relations.iter().enumerate() {
             if self.dynamic[r] {
@@ -669,6 +773,15 @@ impl<'d> Grounder<'d> {
                 stats.static_atoms += rel.rows.len();
             }
         }
+        let mut sizes: Vec<(String, usize)> = self
+            .relations
+            .iter()
+            .enumerate()
+            .map(|(r, rel)| (self.rel_names[r].clone(), rel.rows.len()))
+            .collect();
+        sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        sizes.truncate(10);
+        stats.largest = sizes;
         stats.terms = self.store.len();
         stats.bytes = self.store.bytes() + self.relations.iter().map(Relation::bytes).sum::<usize>();
         stats.instantiate = start.elapsed();
@@ -693,17 +806,84 @@ struct KindCx<'a> {
 
 /// The ground program being assembled.
 struct Out {
-    atom_of: FxHashMap<TermId, AtomId>,
+    /// The atom id of each term, `u32::MAX` if it has none yet; grown as terms are added.
+    atom_of: Vec<u32>,
+    aux_of: FxHashMap<u32, AtomId>,
     atoms: Vec<GroundAtom>,
-    rules: FxHashSet<GroundRule>,
+    /// The rules so far, possibly with repeats (removed at the end).
+    rules: Vec<GroundRule>,
     literals: usize,
 }
 
 impl Out {
+    /// The id of auxiliary atom `n`, made on first use. Its text holds a `;`, which no symbol
+    /// of a game can contain, so it never clashes with an atom of the game.
+    fn aux(&mut self, n: u32) -> AtomId {
+        if let Some(&id) = self.aux_of.get(&n) {
+            return id;
+        }
+        let id = AtomId::from_index(self.atoms.len());
+        self.atoms.push(GroundAtom {
+            kind: AtomKind::View,
+            text: format!("(;aux {n})"),
+        });
+        self.aux_of.insert(n, id);
+        id
+    }
+
+    /// The ground literals of a body under construction.
+    fn body(
+        &mut self,
+        lits: &[OutLit],
+        store: &TermStore,
+        cx: &KindCx,
+    ) -> Result<Vec<GroundLit>, GroundError> {
+        let mut body = Vec::with_capacity(lits.len());
+        for l in lits {
+            let atom = if l.rel == AUX {
+                self.aux(l.atom)
+            } else {
+                self.atom(l.atom, l.rel, store, cx)?
+            };
+            body.push(GroundLit {
+                atom,
+                negated: l.negated,
+            });
+        }
+        Ok(body)
+    }
+
+    /// Adds `head ⇐ body` after sorting the body and dropping repeats; a rule with both `x`
+    /// and `(not x)` never fires and is left out.
+    fn add_rule(
+        &mut self,
+        head: AtomId,
+        mut body: Vec<GroundLit>,
+        limits: &GroundLimits,
+        name: &str,
+    ) -> Result<(), GroundError> {
+        body.sort_unstable_by_key(|l| (l.atom, l.negated));
+        body.dedup();
+        if body.windows(2).any(|w| w[0].atom == w[1].atom) {
+            return Ok(());
+        }
+        self.literals += body.len();
+        self.rules.push(GroundRule { head, body });
+        if self.rules.len() > limits.max_rules {
+            return Err(limit("max_rules", limits.max_rules, name));
+        }
+        if self.literals > limits.max_literals {
+            return Err(limit("max_literals", limits.max_literals, name));
+        }
+        Ok(())
+    }
+
     /// The id of atom `t` of relation `rel`, made on first use.
     fn atom(&mut self, t: TermId, rel: RelId, store: &TermStore, cx: &KindCx) -> Result<AtomId, GroundError> {
-        if let Some(&id) = self.atom_of.get(&t) {
-            return Ok(id);
+        if let Some(&id) = self.atom_of.get(t as usize) {
+            if id != u32::MAX {
+                return Ok(AtomId(id));
+            }
         }
         let k = cx.k;
         let symbols = &cx.desc.symbols;
@@ -748,7 +928,10 @@ impl Out {
         };
         let id = AtomId::from_index(self.atoms.len());
         self.atoms.push(GroundAtom { kind, text });
-        self.atom_of.insert(t, id);
+        if self.atom_of.len() <= t as usize {
+            self.atom_of.resize(store.len().max(t as usize + 1), u32::MAX);
+        }
+        self.atom_of[t as usize] = id.0;
         Ok(id)
     }
 }

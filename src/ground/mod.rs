@@ -4,12 +4,15 @@
 mod eval;
 mod grounder;
 mod join;
+mod magic;
 mod normalize;
 mod terms;
+#[cfg(test)]
+mod tests;
 mod types;
 
 pub use eval::{GroundMachine, GroundState};
-pub use grounder::GroundStats;
+pub use grounder::{GroundStats, MAX_TERM_DEPTH};
 pub use types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
 
 use crate::gdl::Description;
@@ -17,10 +20,12 @@ use crate::gdl::Description;
 /// Why grounding stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum GroundError {
-    /// A budget of [`GroundLimits`] was reached while `relation` grew.
+    /// A budget of [`GroundLimits`] was reached while `relation` grew, or an atom nested deeper
+    /// than [`MAX_TERM_DEPTH`] was derived (`term_depth`): a recursion that builds ever larger
+    /// terms.
     #[error("grounding limit reached: {limit} = {value} while grounding `{relation}`")]
     Limit {
-        /// Which limit (`max_atoms`, `max_rules`, `max_literals`, `max_time`).
+        /// Which limit (`max_atoms`, `max_rules`, `max_literals`, `max_time`, `term_depth`).
         limit: &'static str,
         /// The limit's value (for `max_time`, milliseconds).
         value: u64,

@@ -81,6 +81,9 @@ pub(crate) struct Conj {
     pub rule: Option<usize>,
     /// The name of each variable, for messages.
     pub var_names: Vec<Symbol>,
+    /// Whether it is a rule of the demand-driven transformation (`magic`), which defines the
+    /// calls of a relation rather than the relation.
+    pub magic: bool,
 }
 
 /// The relations of a description, numbered densely.
@@ -137,6 +140,7 @@ pub(crate) fn normalize(
                     nvars,
                     rule: Some(i),
                     var_names: cx.vars.clone(),
+                    magic: false,
                 });
             }
         }

@@ -33,6 +33,8 @@ pub(crate) struct TermStore {
     nodes: Vec<Node>,
     args: Vec<TermId>,
     hashes: Vec<u32>,
+    /// The nesting depth of each term: 1 for a constant.
+    depths: Vec<u16>,
     /// Open-addressing table of term ids; `UNBOUND` marks an empty slot. Its length is a power
     /// of two, at least twice the number of terms.
     table: Vec<TermId>,
@@ -76,6 +78,13 @@ impl TermStore {
             slot = (slot + 1) & mask;
         }
         let id = self.nodes.len() as TermId;
+        let depth = args
+            .iter()
+            .map(|&a| self.depths[a as usize])
+            .max()
+            .unwrap_or(0)
+            .saturating_add(1);
+        self.depths.push(depth);
         self.nodes.push(Node {
             functor,
             start: self.args.len() as u32,
@@ -141,6 +150,13 @@ impl TermStore {
         &self.args[n.start as usize..(n.start + n.len) as usize]
     }
 
+    /// The nesting depth of a term: 1 for a constant, one more than its deepest argument
+    /// otherwise.
+    #[inline]
+    pub fn depth(&self, t: TermId) -> u16 {
+        self.depths[t as usize]
+    }
+
     /// The flag byte of a term.
     #[inline]
     pub fn flags(&self, t: TermId) -> u8 {
@@ -192,6 +208,7 @@ impl TermStore {
         self.nodes.capacity() * std::mem::size_of::<Node>()
             + self.args.capacity() * 4
             + self.hashes.capacity() * 4
+            + self.depths.capacity() * 2
             + self.table.capacity() * 4
             + self.flags.capacity()
     }
@@ -215,6 +232,7 @@ mod tests {
         // A constant and a function of the same symbol are different terms.
         assert_ne!(s.intern(Symbol(3), &[]), fab);
         assert_eq!(s.args(fab), &[a, b]);
+        assert_eq!((s.depth(a), s.depth(fab)), (1, 2));
         assert_eq!(s.functor(fab), Symbol(3));
     }
 
