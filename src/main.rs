@@ -252,10 +252,16 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
             );
             // Each engine replays the trace on its own; the reports add up.
             let mut total = Report::default();
+            let engines_len = engines.len();
             for engine in engines.iter_mut() {
                 let report = compare::replay_trace_on(engine.as_mut(), trace);
-                if !report.is_clean() {
-                    println!("{}: {report}", engine.engine_name());
+                if engines_len > 1 {
+                    println!(
+                        "{}: {} mismatches in {} states",
+                        engine.engine_name(),
+                        report.mismatches,
+                        report.states
+                    );
                 }
                 total.playouts = report.playouts;
                 total.states = total.states.max(report.states);

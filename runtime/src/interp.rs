@@ -66,8 +66,7 @@ struct Code {
     operands: Vec<u32>,
 }
 
-/// Per-thread-of-use scratch memory for the [`Machine`] methods, so a call does not allocate a
-/// value array.
+/// Scratch memory for the [`Machine`] methods, so that a call does not allocate a value array.
 #[derive(Debug)]
 struct Scratch {
     values: Vec<u64>,

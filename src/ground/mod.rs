@@ -1,8 +1,18 @@
 //! Grounding: from a checked [`Description`] to a ground program over the atoms that can ever
 //! hold (see `doc/grounding.md`).
 
+mod eval;
+mod grounder;
+mod join;
+mod magic;
+mod normalize;
+mod terms;
+#[cfg(test)]
+mod tests;
 mod types;
 
+pub use eval::{GroundMachine, GroundState};
+pub use grounder::{GroundStats, MAX_TERM_DEPTH};
 pub use types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
 
 use crate::gdl::Description;
@@ -10,10 +20,12 @@ use crate::gdl::Description;
 /// Why grounding stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum GroundError {
-    /// A budget of [`GroundLimits`] was reached while `relation` grew.
+    /// A budget of [`GroundLimits`] was reached while `relation` grew, or an atom nested deeper
+    /// than [`MAX_TERM_DEPTH`] was derived (`term_depth`): a recursion that builds ever larger
+    /// terms.
     #[error("grounding limit reached: {limit} = {value} while grounding `{relation}`")]
     Limit {
-        /// Which limit (`max_atoms`, `max_rules`, `max_literals`, `max_time`).
+        /// Which limit (`max_atoms`, `max_rules`, `max_literals`, `max_time`, `term_depth`).
         limit: &'static str,
         /// The limit's value (for `max_time`, milliseconds).
         value: u64,
@@ -37,6 +49,15 @@ pub enum GroundError {
 
 /// Grounds `desc` within `limits`.
 pub fn ground(desc: &Description, limits: &GroundLimits) -> Result<Grounded, GroundError> {
-    let _ = (desc, limits);
-    Err(GroundError::Internal("the grounder is not written yet".into()))
+    ground_with_stats(desc, limits).map(|(g, _)| g)
+}
+
+/// [`ground`], also returning how the work went (sizes and the time of each phase).
+pub fn ground_with_stats(
+    desc: &Description,
+    limits: &GroundLimits,
+) -> Result<(Grounded, GroundStats), GroundError> {
+    let mut g = grounder::Grounder::new(desc, limits)?;
+    g.fixpoint()?;
+    g.instantiate()
 }

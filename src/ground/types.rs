@@ -111,6 +111,77 @@ pub struct Grounded {
     pub init: Vec<AtomId>,
 }
 
+impl Grounded {
+    /// Checks the invariants listed at [`Grounded`], and that every id names an atom and every
+    /// role index a role. Returns the first violation found.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        use std::collections::HashSet;
+        let n = self.atoms.len();
+        let roles = self.roles.len() as u32;
+        let mut seen = HashSet::new();
+        let mut state = HashSet::new();
+        let mut moves = HashSet::new();
+        for a in &self.atoms {
+            let role = match a.kind {
+                AtomKind::Does { role } | AtomKind::Legal { role } | AtomKind::Goal { role, .. } => {
+                    Some(role)
+                }
+                _ => None,
+            };
+            if role.is_some_and(|r| r >= roles) {
+                return Err(format!("atom {} names role {role:?} of {roles}", a.text));
+            }
+            if !seen.insert((a.kind, a.text.as_str())) {
+                return Err(format!("atom {} ({:?}) appears twice", a.text, a.kind));
+            }
+            match a.kind {
+                AtomKind::True => {
+                    state.insert(a.text.as_str());
+                }
+                AtomKind::Does { role } => {
+                    moves.insert((role, a.text.as_str()));
+                }
+                _ => {}
+            }
+        }
+        for a in &self.atoms {
+            match a.kind {
+                AtomKind::Next if !state.contains(a.text.as_str()) => {
+                    return Err(format!("next atom {} has no true atom", a.text));
+                }
+                AtomKind::Legal { role } if !moves.contains(&(role, a.text.as_str())) => {
+                    return Err(format!("legal atom {} has no does atom", a.text));
+                }
+                _ => {}
+            }
+        }
+        for &i in &self.init {
+            match self.atoms.get(i.index()) {
+                Some(a) if a.kind == AtomKind::True => {}
+                _ => return Err(format!("initial atom {i} is not a true atom")),
+            }
+        }
+        for (k, r) in self.rules.iter().enumerate() {
+            let Some(head) = self.atoms.get(r.head.index()) else {
+                return Err(format!("rule {k} has head {} out of range", r.head));
+            };
+            if matches!(head.kind, AtomKind::True | AtomKind::Does { .. }) {
+                return Err(format!("rule {k} defines {} ({:?})", head.text, head.kind));
+            }
+            if let Some(l) = r.body.iter().find(|l| l.atom.index() >= n) {
+                return Err(format!("rule {k} reads atom {} out of range", l.atom));
+            }
+            let mut body: Vec<GroundLit> = r.body.clone();
+            body.sort_unstable_by_key(|l| (l.atom, l.negated));
+            body.dedup();
+            if body.len() != r.body.len() {
+                return Err(format!("rule {k} repeats a literal"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Budgets for grounding. Hitting one is a [`GroundError::Limit`], never an out-of-memory crash.
 #[derive(Clone, Debug)]
 pub struct GroundLimits {

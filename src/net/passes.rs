@@ -17,6 +17,12 @@ pub enum Pass {
     /// Merges structurally identical gates (operands as a sorted set), so each function of
     /// the same operands is computed once.
     Merge,
+    /// Factors an operand shared by several ands under an or: `(a ∧ b) ∨ (a ∧ c)` becomes
+    /// `a ∧ (b ∨ c)`.
+    Factor,
+    /// Exactly one input of each role holds in every joint move, so an or over more than half
+    /// of a role's inputs is the negation of the or over the others.
+    ExclusiveInputs,
     /// Removes inputs whose legal is constantly false and bases that can never change (their
     /// next is themselves, or the constant they start with).
     Propositions,
@@ -30,6 +36,8 @@ impl fmt::Display for Pass {
             Pass::ConstantFolding => "constant folding",
             Pass::Collapse => "collapse",
             Pass::Merge => "merge",
+            Pass::Factor => "factor",
+            Pass::ExclusiveInputs => "exclusive inputs",
             Pass::Propositions => "propositions",
             Pass::DeadNodes => "dead nodes",
         })
@@ -58,16 +66,19 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
             Pass::ConstantFolding,
             Pass::Collapse,
             Pass::Merge,
+            Pass::Factor,
+            Pass::ExclusiveInputs,
             Pass::Propositions,
             Pass::DeadNodes,
         ] {
             let start = Instant::now();
-            net = run(&net, pass);
+            net = run(net, pass);
+            let time = start.elapsed();
             reports.push(PassReport {
                 pass,
                 round,
                 stats: NetStats::of(&net),
-                time: start.elapsed(),
+                time,
             });
         }
         if NetStats::of(&net) == before {
@@ -78,35 +89,32 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
 }
 
 /// Runs one pass.
-pub fn run(net: &Propnet, pass: Pass) -> Propnet {
-    match pass {
-        Pass::ConstantFolding => Rewriter::new(
-            net,
-            Flags {
-                fold: true,
-                ..Flags::default()
-            },
-        )
-        .run(),
-        Pass::Collapse => Rewriter::new(
-            net,
-            Flags {
-                collapse: true,
-                ..Flags::default()
-            },
-        )
-        .run(),
-        Pass::Merge => Rewriter::new(
-            net,
-            Flags {
-                merge: true,
-                ..Flags::default()
-            },
-        )
-        .run(),
-        Pass::Propositions => propositions(net),
-        Pass::DeadNodes => dead_nodes(net),
-    }
+pub fn run(net: Propnet, pass: Pass) -> Propnet {
+    let flags = match pass {
+        Pass::ConstantFolding => Flags {
+            fold: true,
+            ..Flags::default()
+        },
+        Pass::Collapse => Flags {
+            collapse: true,
+            ..Flags::default()
+        },
+        Pass::Merge => Flags {
+            merge: true,
+            ..Flags::default()
+        },
+        Pass::Factor => Flags {
+            factor: true,
+            ..Flags::default()
+        },
+        Pass::ExclusiveInputs => Flags {
+            exclusive: true,
+            ..Flags::default()
+        },
+        Pass::Propositions => return propositions(net),
+        Pass::DeadNodes => return dead_nodes(net),
+    };
+    Rewriter::new(&net, flags).run(net)
 }
 
 #[derive(Copy, Clone, Default)]
@@ -114,43 +122,65 @@ struct Flags {
     fold: bool,
     collapse: bool,
     merge: bool,
+    factor: bool,
+    exclusive: bool,
 }
 
-/// Rebuilds a net node by node, simplifying as the flags say.
-struct Rewriter<'n> {
-    old: &'n Propnet,
+/// Rebuilds a net node by node, simplifying as the flags say. The old nodes are moved, not
+/// copied, into the new arena.
+struct Rewriter {
     flags: Flags,
     nodes: Vec<Node>,
-    interned: FxHashMap<Node, NodeId>,
-    /// What each old node became; `None` for nodes not rebuilt.
-    map: Vec<Option<NodeId>>,
-    /// What base and input propositions become (a node of the new arena), when not themselves.
+    /// Constants and propositions, always shared.
+    leaves: FxHashMap<Node, NodeId>,
+    /// Gates by the hash of their content, when merging. A collision between different gates
+    /// only loses a merge.
+    gates: FxHashMap<u64, NodeId>,
+    /// What each old node became.
+    map: Vec<NodeId>,
+    /// What base and input propositions become, when not themselves.
     replace: FxHashMap<Node, Node>,
+    /// The role of each input, and each role's inputs.
+    input_role: Vec<u32>,
+    role_inputs: Vec<Vec<u32>>,
 }
 
-impl<'n> Rewriter<'n> {
-    fn new(old: &'n Propnet, flags: Flags) -> Rewriter<'n> {
+impl Rewriter {
+    fn new(old: &Propnet, flags: Flags) -> Rewriter {
+        let input_role: Vec<u32> = old.inputs.iter().map(|i| i.role.0).collect();
+        let mut role_inputs = vec![Vec::new(); old.roles.len()];
+        for (i, &r) in input_role.iter().enumerate() {
+            role_inputs[r as usize].push(i as u32);
+        }
         Rewriter {
-            old,
             flags,
             nodes: Vec::with_capacity(old.nodes.len()),
-            interned: FxHashMap::default(),
-            map: vec![None; old.nodes.len()],
+            leaves: FxHashMap::default(),
+            gates: FxHashMap::default(),
+            map: Vec::with_capacity(old.nodes.len()),
             replace: FxHashMap::default(),
+            input_role,
+            role_inputs,
         }
     }
 
     /// Adds a node. Constants and propositions are always shared; gates only when merging.
     fn add(&mut self, node: Node) -> NodeId {
-        let share = self.flags.merge || !node.is_gate();
-        if share {
-            if let Some(&id) = self.interned.get(&node) {
-                return id;
-            }
-        }
         let id = NodeId::from_index(self.nodes.len());
-        if share {
-            self.interned.insert(node.clone(), id);
+        if !node.is_gate() {
+            if let Some(&found) = self.leaves.get(&node) {
+                return found;
+            }
+            self.leaves.insert(node.clone(), id);
+        } else if self.flags.merge {
+            let key = fx_hash(&node);
+            match self.gates.get(&key) {
+                Some(&found) if self.nodes[found.index()] == node => return found,
+                Some(_) => {}
+                None => {
+                    self.gates.insert(key, id);
+                }
+            }
         }
         self.nodes.push(node);
         id
@@ -215,76 +245,188 @@ impl<'n> Rewriter<'n> {
             ops.sort_unstable();
             ops.dedup();
         }
+        if !is_and && self.flags.exclusive {
+            ops = self.exclusive_inputs(ops);
+        }
+        if !is_and && self.flags.factor {
+            return self.factor(ops);
+        }
         if self.flags.collapse && ops.len() == 1 {
             return ops[0];
         }
         self.add(if is_and { Node::And(ops) } else { Node::Or(ops) })
     }
 
-    fn run(mut self) -> Propnet {
-        for i in 0..self.old.nodes.len() {
-            let node = match &self.old.nodes[i] {
-                Node::And(ops) => Node::And(ops.iter().map(|o| self.mapped(*o)).collect()),
-                Node::Or(ops) => Node::Or(ops.iter().map(|o| self.mapped(*o)).collect()),
-                Node::Not(x) => Node::Not(self.mapped(*x)),
-                other => other.clone(),
-            };
-            let id = self.simplify(node);
-            self.map[i] = Some(id);
+    /// The or over `ops` with operands shared by several of its and operands factored out:
+    /// greedily, the most shared operand first, each and operand factored at most once.
+    fn factor(&mut self, ops: Vec<NodeId>) -> NodeId {
+        let mut holders: FxHashMap<NodeId, Vec<usize>> = FxHashMap::default();
+        for (k, &op) in ops.iter().enumerate() {
+            if let Node::And(inner) = &self.nodes[op.index()] {
+                for &x in inner {
+                    holders.entry(x).or_default().push(k);
+                }
+            }
         }
-        let map = self.map;
-        let old = self.old;
-        remap(old, self.nodes, |id| map[id.index()])
+        let mut candidates: Vec<(NodeId, Vec<usize>)> =
+            holders.into_iter().filter(|(_, ks)| ks.len() >= 2).collect();
+        if candidates.is_empty() {
+            return if ops.len() == 1 {
+                ops[0]
+            } else {
+                self.add(Node::Or(ops))
+            };
+        }
+        // Most shared first; ties by id, so that the result does not depend on hashing.
+        candidates.sort_unstable_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+        let mut used = vec![false; ops.len()];
+        let mut out: Vec<NodeId> = Vec::new();
+        for (shared, ks) in candidates {
+            let group: Vec<usize> = ks.into_iter().filter(|&k| !used[k]).collect();
+            if group.len() < 2 {
+                continue;
+            }
+            let mut residuals = Vec::with_capacity(group.len());
+            let mut always = false;
+            for &k in &group {
+                used[k] = true;
+                let Node::And(inner) = &self.nodes[ops[k].index()] else {
+                    unreachable!("an and holder")
+                };
+                let rest: Vec<NodeId> = inner.iter().copied().filter(|&x| x != shared).collect();
+                always |= rest.is_empty();
+                residuals.push(rest);
+            }
+            // `shared ∧ (r₁ ∨ r₂ ∨ …)`; an empty residual is true, and then so is the or.
+            let factored = if always {
+                shared
+            } else {
+                let ors: Vec<NodeId> = residuals
+                    .into_iter()
+                    .map(|r| {
+                        if r.len() == 1 {
+                            r[0]
+                        } else {
+                            self.add(Node::And(r))
+                        }
+                    })
+                    .collect();
+                let inner = self.factor(ors);
+                self.add(Node::And(vec![shared, inner]))
+            };
+            out.push(factored);
+        }
+        out.extend(
+            ops.iter()
+                .enumerate()
+                .filter(|(k, _)| !used[*k])
+                .map(|(_, &op)| op),
+        );
+        if out.len() == 1 {
+            out[0]
+        } else {
+            self.add(Node::Or(out))
+        }
     }
 
-    fn mapped(&self, id: NodeId) -> NodeId {
-        self.map[id.index()].expect("operands come before their readers")
+    /// Replaces the inputs of one role among `ops` by the negated or of that role's other
+    /// inputs, where that is fewer operands.
+    fn exclusive_inputs(&mut self, ops: Vec<NodeId>) -> Vec<NodeId> {
+        let mut by_role: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+        for &op in &ops {
+            if let Node::Input(i) = self.nodes[op.index()] {
+                by_role.entry(self.input_role[i as usize]).or_default().push(i);
+            }
+        }
+        let mut out = ops;
+        for (role, present) in by_role {
+            let all = self.role_inputs[role as usize].clone();
+            if present.len() * 2 <= all.len() + 1 {
+                continue;
+            }
+            let present: rustc_hash::FxHashSet<u32> = present.into_iter().collect();
+            out.retain(|x| !matches!(self.nodes[x.index()], Node::Input(i) if present.contains(&i)));
+            let others: Vec<NodeId> = all
+                .iter()
+                .filter(|i| !present.contains(i))
+                .map(|&i| self.add(Node::Input(i)))
+                .collect();
+            let or = match others.len() {
+                0 => self.constant(false),
+                1 => others[0],
+                _ => self.add(Node::Or(others)),
+            };
+            let not = self.add(Node::Not(or));
+            out.push(not);
+        }
+        out
+    }
+
+    fn run(mut self, mut old: Propnet) -> Propnet {
+        let nodes = std::mem::take(&mut old.nodes);
+        for mut node in nodes {
+            match &mut node {
+                Node::And(ops) | Node::Or(ops) => {
+                    for o in ops.iter_mut() {
+                        *o = self.map[o.index()];
+                    }
+                }
+                Node::Not(x) => *x = self.map[x.index()],
+                _ => {}
+            }
+            let id = self.simplify(node);
+            self.map.push(id);
+        }
+        let map = self.map;
+        remap(old, self.nodes, |id| Some(map[id.index()]))
     }
 }
 
-/// The net `old` with the arena `nodes`, outputs and views moved through `map`; views whose
-/// node is gone are dropped.
-fn remap(old: &Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>) -> Propnet {
+fn fx_hash(node: &Node) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(node)
+}
+
+/// The net `old` (its nodes already taken) with the arena `nodes`, outputs and views moved
+/// through `map`; views whose node is gone are dropped.
+fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>) -> Propnet {
     let must = |id: NodeId| map(id).expect("every output survives");
+    let Propnet {
+        roles,
+        mut bases,
+        constant_facts,
+        mut inputs,
+        mut goals,
+        terminal,
+        views,
+        ..
+    } = old;
+    for b in &mut bases {
+        b.next = must(b.next);
+    }
+    for i in &mut inputs {
+        i.legal = must(i.legal);
+    }
+    for g in &mut goals {
+        g.node = must(g.node);
+    }
     Propnet {
-        roles: old.roles.clone(),
+        roles,
         nodes,
-        bases: old
-            .bases
-            .iter()
-            .map(|b| super::BaseProp {
-                next: must(b.next),
-                ..b.clone()
-            })
-            .collect(),
-        constant_facts: old.constant_facts.clone(),
-        inputs: old
-            .inputs
-            .iter()
-            .map(|i| super::InputProp {
-                legal: must(i.legal),
-                ..i.clone()
-            })
-            .collect(),
-        goals: old
-            .goals
-            .iter()
-            .map(|g| super::GoalProp {
-                node: must(g.node),
-                ..g.clone()
-            })
-            .collect(),
-        terminal: must(old.terminal),
-        views: old
-            .views
-            .iter()
-            .filter_map(|(name, id)| map(*id).map(|n| (name.clone(), n)))
+        bases,
+        constant_facts,
+        inputs,
+        goals,
+        terminal: must(terminal),
+        views: views
+            .into_iter()
+            .filter_map(|(name, id)| map(id).map(|n| (name, n)))
             .collect(),
     }
 }
 
 /// Drops inputs that can never be legal and bases that never change, then renumbers.
-fn propositions(net: &Propnet) -> Propnet {
+fn propositions(net: Propnet) -> Propnet {
     let is_const = |id: NodeId| match net.nodes[id.index()] {
         Node::Const(b) => Some(b),
         _ => None,
@@ -309,11 +451,11 @@ fn propositions(net: &Propnet) -> Propnet {
         })
         .collect();
     if keep_input.iter().all(|&k| k) && fixed.iter().all(|f| f.is_none()) {
-        return net.clone();
+        return net;
     }
-    let mut rw = Rewriter::new(net, Flags::default());
-    let mut bases = Vec::new();
+    let mut rw = Rewriter::new(&net, Flags::default());
     let mut constant_facts = net.constant_facts.clone();
+    let mut kept_bases = 0u32;
     for (b, base) in net.bases.iter().enumerate() {
         let to = match fixed[b] {
             Some(v) => {
@@ -323,37 +465,41 @@ fn propositions(net: &Propnet) -> Propnet {
                 Node::Const(v)
             }
             None => {
-                bases.push(base.clone());
-                Node::Base(bases.len() as u32 - 1)
+                kept_bases += 1;
+                Node::Base(kept_bases - 1)
             }
         };
         rw.replace.insert(Node::Base(b as u32), to);
     }
-    let mut inputs = Vec::new();
-    for (i, input) in net.inputs.iter().enumerate() {
-        let to = if keep_input[i] {
-            inputs.push(input.clone());
-            Node::Input(inputs.len() as u32 - 1)
+    let mut kept_inputs = 0u32;
+    for (i, keep) in keep_input.iter().enumerate() {
+        let to = if *keep {
+            kept_inputs += 1;
+            Node::Input(kept_inputs - 1)
         } else {
             Node::Const(false)
         };
         rw.replace.insert(Node::Input(i as u32), to);
     }
     constant_facts.sort();
-    let mut out = rw.run();
+    let mut out = rw.run(net);
     // `remap` kept every old base and input; keep only the survivors, with their new nodes.
-    let kept_bases: Vec<usize> = (0..net.bases.len()).filter(|&b| fixed[b].is_none()).collect();
-    out.bases = kept_bases.iter().map(|&b| out.bases[b].clone()).collect();
-    let kept_inputs: Vec<usize> = (0..net.inputs.len()).filter(|&i| keep_input[i]).collect();
-    out.inputs = kept_inputs.iter().map(|&i| out.inputs[i].clone()).collect();
+    let mut b = 0;
+    out.bases.retain(|_| {
+        b += 1;
+        fixed[b - 1].is_none()
+    });
+    let mut i = 0;
+    out.inputs.retain(|_| {
+        i += 1;
+        keep_input[i - 1]
+    });
     out.constant_facts = constant_facts;
-    debug_assert_eq!(out.bases.len(), bases.len());
-    debug_assert_eq!(out.inputs.len(), inputs.len());
     out
 }
 
 /// Keeps only the nodes some output reads, directly or not.
-fn dead_nodes(net: &Propnet) -> Propnet {
+fn dead_nodes(mut net: Propnet) -> Propnet {
     let mut live = vec![false; net.nodes.len()];
     for id in net.outputs() {
         live[id.index()] = true;
@@ -365,21 +511,25 @@ fn dead_nodes(net: &Propnet) -> Propnet {
             }
         }
     }
-    let mut map: Vec<Option<NodeId>> = vec![None; net.nodes.len()];
-    let mut nodes = Vec::with_capacity(net.nodes.len());
-    for (i, node) in net.nodes.iter().enumerate() {
+    const GONE: u32 = u32::MAX;
+    let mut map: Vec<NodeId> = vec![NodeId(GONE); net.nodes.len()];
+    let old_nodes = std::mem::take(&mut net.nodes);
+    let mut nodes = Vec::with_capacity(live.iter().filter(|&&l| l).count());
+    for (i, mut node) in old_nodes.into_iter().enumerate() {
         if !live[i] {
             continue;
         }
-        let m = |x: &NodeId| map[x.index()].expect("a live node's operands are live");
-        let node = match node {
-            Node::And(ops) => Node::And(ops.iter().map(m).collect()),
-            Node::Or(ops) => Node::Or(ops.iter().map(m).collect()),
-            Node::Not(x) => Node::Not(m(x)),
-            other => other.clone(),
-        };
-        map[i] = Some(NodeId::from_index(nodes.len()));
+        match &mut node {
+            Node::And(ops) | Node::Or(ops) => {
+                for o in ops.iter_mut() {
+                    *o = map[o.index()];
+                }
+            }
+            Node::Not(x) => *x = map[x.index()],
+            _ => {}
+        }
+        map[i] = NodeId::from_index(nodes.len());
         nodes.push(node);
     }
-    remap(net, nodes, |id| map[id.index()])
+    remap(net, nodes, |id| Some(map[id.index()]).filter(|n| n.0 != GONE))
 }

@@ -1,0 +1,1034 @@
+//! The grounder's phases: classify relations, evaluate the static ones exactly and the dynamic
+//! ones as an over-approximation, then instantiate the dynamic rules (see `doc/grounding.md`).
+
+use super::join::{self, Bounds, Exec, Mode, OutLit, Plan, Relation, Stop, AUX};
+use super::magic;
+use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
+use super::terms::{TermId, TermStore, HOLDS, PENDING};
+use super::types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
+use super::GroundError;
+use crate::gdl::{Description, Term};
+use rustc_hash::FxHashMap;
+use std::time::{Duration, Instant};
+
+/// The relations GDL gives a meaning to.
+#[derive(Copy, Clone)]
+struct Keys {
+    role: RelId,
+    init: RelId,
+    true_: RelId,
+    does: RelId,
+    next: RelId,
+    legal: RelId,
+    goal: RelId,
+    terminal: RelId,
+}
+
+/// The deepest atom the grounder derives, counting the relation as one level. Deeper atoms mean
+/// that a recursion builds ever larger terms (a list that grows every turn), which no finite
+/// ground program can hold; the grounder stops with a `term_depth` limit rather than run into the
+/// atom limit slowly.
+pub const MAX_TERM_DEPTH: u16 = 64;
+
+/// Statistics of one grounding, for benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct GroundStats {
+    /// Atoms of static relations, in their exact models.
+    pub static_atoms: usize,
+    /// Atoms of dynamic relations, in their over-approximation.
+    pub dynamic_atoms: usize,
+    /// Ground terms interned, atoms included.
+    pub terms: usize,
+    /// Bytes held by terms, relations and indexes at the end, roughly.
+    pub bytes: usize,
+    /// Time spent normalizing and classifying.
+    pub prepare: Duration,
+    /// Time spent in the fixpoints.
+    pub fixpoint: Duration,
+    /// Time spent instantiating.
+    pub instantiate: Duration,
+    /// The ten largest relations (`name/arity`) with their numbers of atoms, largest first.
+    pub largest: Vec<(String, usize)>,
+}
+
+pub(crate) struct Grounder<'d> {
+    desc: &'d Description,
+    limits: &'d GroundLimits,
+    deadline: Instant,
+    store: TermStore,
+    rels: RelTable,
+    relations: Vec<Relation>,
+    conjs: Vec<Conj>,
+    k: Keys,
+    role_names: Vec<String>,
+    role_index: FxHashMap<TermId, u32>,
+    /// `name/arity` of every relation, for messages.
+    rel_names: Vec<String>,
+    dynamic: Vec<bool>,
+    reached: Vec<bool>,
+    /// The magic relations of the demand-driven transformation: joined, never output.
+    guard: Vec<bool>,
+    /// The relations whose atoms appear in the ground program: dynamic and not magic.
+    output: Vec<bool>,
+    atoms: usize,
+    pub stats: GroundStats,
+}
+
+fn limit(limit: &'static str, value: usize, relation: &str) -> GroundError {
+    GroundError::Limit {
+        limit,
+        value: value as u64,
+        relation: relation.to_string(),
+    }
+}
+
+impl<'d> Grounder<'d> {
+    pub fn new(desc: &'d Description, limits: &'d GroundLimits) -> Result<Self, GroundError> {
+        let start = Instant::now();
+        // A time limit too large to add to the clock is no limit.
+        let deadline = start
+            .checked_add(limits.max_time)
+            .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 24 * 3600));
+        let mut store = TermStore::default();
+        let mut rels = RelTable::default();
+        let kw = desc.keywords;
+        let k = Keys {
+            role: rels.id(kw.role, 1),
+            init: rels.id(kw.init, 1),
+            true_: rels.id(kw.true_, 1),
+            does: rels.id(kw.does, 2),
+            next: rels.id(kw.next, 1),
+            legal: rels.id(kw.legal, 2),
+            goal: rels.id(kw.goal, 2),
+            terminal: rels.id(kw.terminal, 0),
+        };
+        let mut conjs = normalize::normalize(desc, &mut store, &mut rels)?;
+
+        // The grounder's own rules: the state holds what `init` and `next` give, and a role
+        // may play what is legal for it.
+        let atom = |rel: RelId, args: Vec<Pat>| AtomPat {
+            rel,
+            sym: rels.key(rel).0,
+            args: args.into(),
+        };
+        let own = |head: AtomPat, body: Vec<Item>, nvars: usize| Conj {
+            head,
+            body,
+            nvars,
+            rule: None,
+            var_names: vec![kw.true_; nvars],
+            magic: false,
+        };
+        let from_init = own(
+            atom(k.true_, vec![Pat::Var(0)]),
+            vec![Item::Pos(atom(k.init, vec![Pat::Var(0)]))],
+            1,
+        );
+        let from_next = own(
+            atom(k.true_, vec![Pat::Var(0)]),
+            vec![Item::Pos(atom(k.next, vec![Pat::Var(0)]))],
+            1,
+        );
+        let from_legal = own(
+            atom(k.does, vec![Pat::Var(0), Pat::Var(1)]),
+            vec![
+                Item::Pos(atom(k.legal, vec![Pat::Var(0), Pat::Var(1)])),
+                Item::Pos(atom(k.role, vec![Pat::Var(0)])),
+            ],
+            2,
+        );
+        conjs.extend([from_init, from_next, from_legal]);
+
+        // Roles in the order of the `role` facts.
+        let mut role_terms = Vec::new();
+        let mut role_names = Vec::new();
+        let mut role_index = FxHashMap::default();
+        for rule in &desc.rules {
+            if rule.head.rel == kw.role && rule.head.args.len() == 1 && rule.body.is_empty() {
+                if let Some(t) = intern_ground(&mut store, &rule.head.args[0]) {
+                    if let std::collections::hash_map::Entry::Vacant(e) = role_index.entry(t) {
+                        e.insert(role_terms.len() as u32);
+                        role_terms.push(t);
+                        role_names.push(desc.term_text(&rule.head.args[0]));
+                    }
+                }
+            }
+        }
+
+        let n = rels.len();
+        let rel_names = (0..n as RelId)
+            .map(|r| {
+                let (s, a) = rels.key(r);
+                format!("{}/{a}", desc.symbols.name(s))
+            })
+            .collect();
+        let mut g = Grounder {
+            desc,
+            limits,
+            deadline,
+            store,
+            rels,
+            relations: (0..n).map(|_| Relation::default()).collect(),
+            conjs,
+            k,
+            role_names,
+            role_index,
+            rel_names,
+            dynamic: vec![false; n],
+            reached: vec![false; n],
+            guard: vec![false; n],
+            output: vec![false; n],
+            atoms: 0,
+            stats: GroundStats::default(),
+        };
+        g.classify()?;
+        g.stats.prepare = start.elapsed();
+        Ok(g)
+    }
+
+    fn check_time(&self, rel: RelId) -> Result<(), GroundError> {
+        if Instant::now() > self.deadline {
+            return Err(self.time_limit(rel));
+        }
+        Ok(())
+    }
+
+    fn time_limit(&self, rel: RelId) -> GroundError {
+        limit(
+            "max_time",
+            self.limits.max_time.as_millis().min(u128::from(u64::MAX)) as u64 as usize,
+            &self.rel_names[rel as usize],
+        )
+    }
+
+    fn rule_span(&self, conj: &Conj) -> (u32, u32) {
+        match conj.rule {
+            Some(i) => {
+                let s = self.desc.rules[i].span;
+                (s.line, s.col)
+            }
+            None => (0, 0),
+        }
+    }
+
+    /// The relations reached from the game master's questions through rule bodies.
+    fn reach(&self) -> Vec<bool> {
+        let k = self.k;
+        let n = self.rels.len();
+        let mut reached = vec![false; n];
+        let mut heads_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, c) in self.conjs.iter().enumerate() {
+            heads_of[c.head.rel as usize].push(i);
+        }
+        let mut work = vec![
+            k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
+        ];
+        for &r in &work {
+            reached[r as usize] = true;
+        }
+        while let Some(r) = work.pop() {
+            for &i in &heads_of[r as usize] {
+                for item in &self.conjs[i].body {
+                    if let Item::Pos(a) | Item::Neg(a) = item {
+                        if !reached[a.rel as usize] {
+                            reached[a.rel as usize] = true;
+                            work.push(a.rel);
+                        }
+                    }
+                }
+            }
+        }
+        reached
+    }
+
+    /// The dynamic relations: the state, the moves, what the game master reads each turn, and
+    /// whatever depends on any of them.
+    fn dynamic_relations(&self) -> Vec<bool> {
+        let k = self.k;
+        let mut dynamic = vec![false; self.rels.len()];
+        for r in [k.true_, k.does, k.next, k.legal, k.goal, k.terminal] {
+            dynamic[r as usize] = true;
+        }
+        loop {
+            let mut changed = false;
+            for c in &self.conjs {
+                if dynamic[c.head.rel as usize] {
+                    continue;
+                }
+                let dyn_body = c.body.iter().any(|item| match item {
+                    Item::Pos(a) | Item::Neg(a) => dynamic[a.rel as usize],
+                    _ => false,
+                });
+                if dyn_body {
+                    dynamic[c.head.rel as usize] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return dynamic;
+            }
+        }
+    }
+
+    /// A variable of `c` that its positive literals leave unbound, with where it occurs.
+    fn first_free(c: &Conj) -> Option<(u32, &'static str)> {
+        let mut bound = vec![false; c.nvars];
+        for item in &c.body {
+            if let Item::Pos(a) = item {
+                a.for_each_var(&mut |v| bound[v as usize] = true);
+            }
+        }
+        let mut free = None;
+        c.head.for_each_var(&mut |v| {
+            if !bound[v as usize] {
+                free = free.or(Some((v, "its head")));
+            }
+        });
+        for item in &c.body {
+            let what = match item {
+                Item::Pos(_) => continue,
+                Item::Neg(_) => "a negated literal",
+                Item::Distinct(..) => "a 'distinct'",
+                Item::Equal(..) => "a negated 'distinct'",
+            };
+            item.for_each_var(&mut |v| {
+                if !bound[v as usize] {
+                    free = free.or(Some((v, what)));
+                }
+            });
+        }
+        free
+    }
+
+    /// Finds the relations the game's questions reach and which of them are dynamic, binds
+    /// role variables, makes relations called with bound arguments demand-driven (see
+    /// `magic`), and rejects the rules that still leave a variable unbound.
+    fn classify(&mut self) -> Result<(), GroundError> {
+        let k = self.k;
+        // Rules of relations nothing reaches are never grounded (they may even be unsafe).
+        let reached = self.reach();
+        self.conjs.retain(|c| reached[c.head.rel as usize]);
+        let dynamic = self.dynamic_relations();
+        for c in &self.conjs {
+            if c.head.rel == k.init && dynamic[k.init as usize] {
+                let (line, col) = self.rule_span(c);
+                return Err(GroundError::Unsupported {
+                    line,
+                    col,
+                    message: "'init' depends on the state or the moves".to_string(),
+                });
+            }
+        }
+
+        // A role variable of `legal` or `goal` that the body leaves free ranges over the roles,
+        // since the game master asks for one role at a time.
+        for c in &mut self.conjs {
+            if c.head.rel != k.legal && c.head.rel != k.goal {
+                continue;
+            }
+            let Pat::Var(v) = c.head.args[0] else { continue };
+            let mut bound = false;
+            for item in &c.body {
+                if let Item::Pos(a) = item {
+                    a.for_each_var(&mut |w| bound |= w == v);
+                }
+            }
+            if !bound {
+                let role = AtomPat {
+                    rel: k.role,
+                    sym: self.desc.keywords.role,
+                    args: vec![Pat::Var(v)].into(),
+                };
+                c.body.insert(0, Item::Pos(role));
+            }
+        }
+
+        // Demand-driven relations: the dynamic ones that are not asked about directly, and the
+        // static ones with a rule that only the arguments of its calls can make safe.
+        let n = self.rels.len();
+        let mut candidates = vec![false; n];
+        for r in 0..n {
+            candidates[r] = reached[r] && dynamic[r];
+        }
+        for c in &self.conjs {
+            if Self::first_free(c).is_some() {
+                candidates[c.head.rel as usize] = true;
+            }
+        }
+        for r in [
+            k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
+        ] {
+            candidates[r as usize] = false;
+        }
+        let symbols = self.desc.symbols.len() as u32;
+        let magic_for = magic::transform(&mut self.conjs, &mut self.rels, &candidates, symbols);
+        let n = self.rels.len();
+        self.guard = (0..n)
+            .map(|r| magic_for.get(r).copied().flatten().is_some())
+            .collect();
+        self.rel_names = (0..n as RelId)
+            .map(|r| match magic_for.get(r as usize).copied().flatten() {
+                Some(of) => format!("calls of {}", self.rel_names[of as usize]),
+                None => self.rel_names[r as usize].clone(),
+            })
+            .collect();
+        self.relations.resize_with(n, Relation::default);
+        self.reached = self.reach();
+        self.dynamic = self.dynamic_relations();
+        self.output = (0..n).map(|r| self.dynamic[r] && !self.guard[r]).collect();
+
+        // Any variable still unbound makes the rule one that only top-down evaluation with
+        // other arguments given could answer.
+        for c in &self.conjs {
+            if let Some((v, what)) = Self::first_free(c) {
+                let (line, col) = self.rule_span(c);
+                let rule = c
+                    .rule
+                    .map(|i| self.desc.rule_text(&self.desc.rules[i]))
+                    .unwrap_or_default();
+                return Err(GroundError::Unsupported {
+                    line,
+                    col,
+                    message: format!(
+                        "cannot ground {rule}: variable {} of {what} is bound by no positive literal of \
+                         the body nor by the calls of the rule, so the rule can only be answered \
+                         top-down, which the grounder does not do",
+                        self.desc.symbols.name(c.var_names[v as usize])
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Evaluates every reached relation, strongly connected component by component,
+    /// dependencies first.
+    pub fn fixpoint(&mut self) -> Result<(), GroundError> {
+        let start = Instant::now();
+        let n = self.rels.len();
+        let mut deps: Vec<Vec<RelId>> = vec![Vec::new(); n];
+        for c in &self.conjs {
+            for item in &c.body {
+                if let Item::Pos(a) | Item::Neg(a) = item {
+                    deps[c.head.rel as usize].push(a.rel);
+                }
+            }
+        }
+        let sccs = components(&deps);
+        let mut rules_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, c) in self.conjs.iter().enumerate() {
+            rules_of[c.head.rel as usize].push(i);
+        }
+        let mut in_scc = vec![false; n];
+        for scc in &sccs {
+            if !scc.iter().any(|&r| self.reached[r as usize]) {
+                continue;
+            }
+            for &r in scc {
+                in_scc[r as usize] = true;
+            }
+            let rules: Vec<usize> = scc
+                .iter()
+                .flat_map(|&r| rules_of[r as usize].iter().copied())
+                .collect();
+            let result = self.eval_scc(scc, &rules, &in_scc);
+            for &r in scc {
+                in_scc[r as usize] = false;
+            }
+            result?;
+        }
+        self.stats.fixpoint = start.elapsed();
+        Ok(())
+    }
+
+    fn eval_scc(&mut self, scc: &[RelId], rules: &[usize], in_scc: &[bool]) -> Result<(), GroundError> {
+        let dynamic = self.dynamic[scc[0] as usize];
+        if !dynamic {
+            // Exact evaluation needs every negated relation complete: in a lower component.
+            for &ci in rules {
+                for item in &self.conjs[ci].body {
+                    if let Item::Neg(a) = item {
+                        if in_scc[a.rel as usize] {
+                            let (line, col) = self.rule_span(&self.conjs[ci]);
+                            return Err(GroundError::Unsupported {
+                                line,
+                                col,
+                                message: format!(
+                                    "negation is not stratified: {} depends negatively on itself",
+                                    self.rel_names[a.rel as usize]
+                                ),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let n = self.rels.len();
+        let lens: Vec<usize> = self.relations.iter().map(|r| r.rows.len()).collect();
+        let mut bounds = Bounds {
+            old: lens.clone(),
+            all: lens,
+        };
+        debug_assert_eq!(bounds.all.len(), n);
+        // Round 0 evaluates every rule in full.
+        for &ci in rules {
+            self.derive(ci, None, in_scc, &bounds)?;
+        }
+        loop {
+            let mut any = false;
+            for &r in scc {
+                let r = r as usize;
+                bounds.old[r] = bounds.all[r];
+                bounds.all[r] = self.relations[r].rows.len();
+                any |= bounds.all[r] > bounds.old[r];
+            }
+            if !any {
+                return Ok(());
+            }
+            for &ci in rules {
+                for i in 0..self.conjs[ci].body.len() {
+                    let Item::Pos(a) = &self.conjs[ci].body[i] else {
+                        continue;
+                    };
+                    let r = a.rel as usize;
+                    if !in_scc[r] || bounds.all[r] == bounds.old[r] {
+                        continue;
+                    }
+                    // The literals before the delta one read the old atoms only: if one of
+                    // them has none, this variant finds nothing.
+                    let empty_before = self.conjs[ci].body[..i].iter().any(|item| {
+                        matches!(item, Item::Pos(b) if in_scc[b.rel as usize] && bounds.old[b.rel as usize] == 0)
+                    });
+                    if !empty_before && join::delta_can_match(a, &bounds, &mut self.relations, &self.store) {
+                        self.derive(ci, Some(i), in_scc, &bounds)?;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs rule `ci` (with body literal `delta` reading the last round only) and adds the
+    /// atoms it derives.
+    fn derive(
+        &mut self,
+        ci: usize,
+        delta: Option<usize>,
+        in_scc: &[bool],
+        bounds: &Bounds,
+    ) -> Result<(), GroundError> {
+        let conj = &self.conjs[ci];
+        let head_rel = conj.head.rel;
+        self.check_time(head_rel)?;
+        let dbg_t = Instant::now();
+        let dbg_p = Instant::now();
+        let plan: Plan = join::plan(
+            conj,
+            delta,
+            in_scc,
+            &self.output,
+            Mode::Derive,
+            bounds,
+            &mut self.relations,
+            &self.store,
+        );
+        if std::env::var_os("PJ_DEBUG2").is_some() {
+            eprintln!(
+                "plan {:?} {:?} {:?} steps {}",
+                conj.rule.map(|i| self.desc.rules[i].span.line),
+                delta,
+                dbg_p.elapsed(),
+                plan.steps.len()
+            );
+        }
+        let mut pending: Vec<TermId> = Vec::new();
+        let room = self.limits.max_atoms.saturating_sub(self.atoms);
+        let result = {
+            let mut exec = Exec::new(
+                &mut self.store,
+                &self.relations,
+                bounds,
+                Mode::Derive,
+                self.deadline,
+            );
+            let head = &conj.head;
+            let name = &self.rel_names[head_rel as usize];
+            let max_atoms = self.limits.max_atoms;
+            exec.run(conj, &plan, &mut |ex: &mut Exec| {
+                let t = ex.build_atom(head);
+                if ex.store.depth(t) > MAX_TERM_DEPTH {
+                    return Err(Stop::Error(limit("term_depth", MAX_TERM_DEPTH as usize, name)));
+                }
+                if ex.store.flags(t) == 0 {
+                    ex.store.set_flags(t, PENDING);
+                    pending.push(t);
+                    if pending.len() > room {
+                        return Err(Stop::Error(limit("max_atoms", max_atoms, name)));
+                    }
+                }
+                Ok(())
+            })
+        };
+        for &t in &pending {
+            self.store.clear_flags(t, PENDING);
+        }
+        match result {
+            Ok(()) | Err(Stop::Found) => {}
+            Err(Stop::Time) => return Err(self.time_limit(head_rel)),
+            Err(Stop::Error(e)) => return Err(e),
+        }
+        let dbg_n = pending.len();
+        for t in pending {
+            self.add(ci, t)?;
+        }
+        if std::env::var_os("PJ_DEBUG").is_some() && dbg_t.elapsed().as_micros() > 0 {
+            let c = &self.conjs[ci];
+            eprintln!(
+                "derive {:?} delta {:?}: {} us, {} new; rule {}",
+                c.rule.map(|i| self.desc.rules[i].span.line),
+                delta,
+                dbg_t.elapsed().as_micros(),
+                dbg_n,
+                self.rel_names[c.head.rel as usize]
+            );
+        }
+        Ok(())
+    }
+
+    /// Adds atom `t`, derived by rule `ci`, to its relation. `legal` and `goal` atoms of
+    /// something that is not a role are left out: nobody can ever ask for them.
+    fn add(&mut self, ci: usize, t: TermId) -> Result<(), GroundError> {
+        let rel = self.conjs[ci].head.rel;
+        if rel == self.k.legal || rel == self.k.goal {
+            let args = self.store.args(t);
+            if !self.role_index.contains_key(&args[0]) {
+                return Ok(());
+            }
+            if rel == self.k.goal && goal_value(&self.store, args[1], self.desc).is_none() {
+                let (line, col) = self.rule_span(&self.conjs[ci]);
+                return Err(GroundError::Unsupported {
+                    line,
+                    col,
+                    message: format!(
+                        "goal value {} is not a natural number",
+                        self.store.text(args[1], &self.desc.symbols)
+                    ),
+                });
+            }
+        }
+        self.store.set_flags(t, HOLDS);
+        self.relations[rel as usize].rows.push(t);
+        self.atoms += 1;
+        if self.atoms > self.limits.max_atoms {
+            return Err(limit(
+                "max_atoms",
+                self.limits.max_atoms,
+                &self.rel_names[rel as usize],
+            ));
+        }
+        Ok(())
+    }
+
+    /// Instantiates every rule of a dynamic relation and assembles the ground program.
+    pub fn instantiate(mut self) -> Result<(Grounded, GroundStats), GroundError> {
+        let start = Instant::now();
+        let k = self.k;
+        let n = self.rels.len();
+        let lens: Vec<usize> = self.relations.iter().map(|r| r.rows.len()).collect();
+        let bounds = Bounds {
+            old: lens.clone(),
+            all: lens,
+        };
+        let none = vec![false; n];
+        let mut out = Out {
+            atom_of: Vec::new(),
+            aux_of: FxHashMap::default(),
+            atoms: Vec::new(),
+            rules: Vec::new(),
+            literals: 0,
+        };
+        let mut next_aux = 0u32;
+        let cx = KindCx {
+            k,
+            role_index: &self.role_index,
+            desc: self.desc,
+        };
+        for ci in 0..self.conjs.len() {
+            let conj = &self.conjs[ci];
+            let head_rel = conj.head.rel;
+            if conj.rule.is_none() || conj.magic || !self.output[head_rel as usize] {
+                continue;
+            }
+            self.check_time(head_rel)?;
+            let plan = join::plan(
+                conj,
+                None,
+                &none,
+                &self.output,
+                Mode::Instantiate,
+                &bounds,
+                &mut self.relations,
+                &self.store,
+            );
+            if std::env::var_os("PJ_DEBUG3").is_some() {
+                eprintln!(
+                    "PLAN line {:?}: {:?}",
+                    conj.rule.map(|i| self.desc.rules[i].span.line),
+                    plan
+                );
+            }
+            let name = &self.rel_names[head_rel as usize];
+            let limits = self.limits;
+            let mut exec = Exec::new(
+                &mut self.store,
+                &self.relations,
+                &bounds,
+                Mode::Instantiate,
+                self.deadline,
+            );
+            exec.aux_count = next_aux;
+            let result = exec.run(conj, &plan, &mut |ex: &mut Exec| {
+                let Some(head) = ex.find_atom(&conj.head).filter(|&t| ex.store.holds(t)) else {
+                    // Only `legal` and `goal` atoms of non-roles are left out of their relations.
+                    if head_rel == k.legal || head_rel == k.goal {
+                        return Ok(());
+                    }
+                    let t = ex.build_atom(&conj.head);
+                    return Err(Stop::Error(GroundError::Internal(format!(
+                        "an instance of a rule of {name} derives {}, which the fixpoint missed",
+                        ex.store.text(t, &cx.desc.symbols)
+                    ))));
+                };
+                let head = out.atom(head, head_rel, ex.store, &cx).map_err(Stop::Error)?;
+                let body = out.body(&ex.lits, ex.store, &cx).map_err(Stop::Error)?;
+                out.add_rule(head, body, limits, name).map_err(Stop::Error)
+            });
+            let aux_rules = std::mem::take(&mut exec.aux_rules);
+            next_aux = exec.aux_count;
+            drop(exec);
+            if std::env::var_os("PJ_DEBUG").is_some() {
+                eprintln!(
+                    "instantiate line {:?} {}: {} rules so far, {:?}",
+                    conj.rule.map(|i| self.desc.rules[i].span.line),
+                    name,
+                    out.rules.len(),
+                    start.elapsed()
+                );
+            }
+            match result {
+                Ok(()) | Err(Stop::Found) => {}
+                Err(Stop::Time) => return Err(self.time_limit(head_rel)),
+                Err(Stop::Error(e)) => return Err(e),
+            }
+            for (n, lits) in aux_rules {
+                let head = out.aux(n);
+                let body = out.body(&lits, &self.store, &cx)?;
+                out.add_rule(head, body, limits, name)?;
+            }
+        }
+
+        // The twins the builder relies on: `does` for every `legal`, `true` for every `next`,
+        // and the initial state.
+        let mut twins = Vec::new();
+        for (term, &id) in out.atom_of.iter().enumerate() {
+            if id == u32::MAX {
+                continue;
+            }
+            let kind = out.atoms[id as usize].kind;
+            let args = self.store.args(term as TermId);
+            match kind {
+                AtomKind::Legal { .. } => twins.push((self.desc.keywords.does, args.to_vec(), k.does)),
+                AtomKind::Next => twins.push((self.desc.keywords.true_, args.to_vec(), k.true_)),
+                _ => {}
+            }
+        }
+        // Sorting keeps the numbering independent of the hash map's order.
+        twins.sort_unstable_by(|a, b| a.1.cmp(&b.1).then(a.2.cmp(&b.2)));
+        for (sym, args, rel) in twins {
+            let t = self.store.intern(sym, &args);
+            out.atom(t, rel, &self.store, &cx)?;
+        }
+        let mut init = Vec::new();
+        for &f in &self.relations[k.init as usize].rows {
+            let fact = self.store.args(f)[0];
+            let t = self.store.intern(self.desc.keywords.true_, &[fact]);
+            init.push(out.atom(t, k.true_, &self.store, &cx)?);
+        }
+        init.sort_unstable();
+        init.dedup();
+
+        let mut rules = out.rules;
+        rules.sort_unstable_by(|a, b| {
+            a.head.cmp(&b.head).then_with(|| {
+                let x = a.body.iter().map(|l| (l.atom, l.negated));
+                let y = b.body.iter().map(|l| (l.atom, l.negated));
+                x.cmp(y)
+            })
+        });
+        rules.dedup();
+        let mut stats = self.stats.clone();
+        for (r, rel) in self.relations.iter().enumerate() {
+            if self.dynamic[r] {
+                stats.dynamic_atoms += rel.rows.len();
+            } else {
+                stats.static_atoms += rel.rows.len();
+            }
+        }
+        let mut sizes: Vec<(String, usize)> = self
+            .relations
+            .iter()
+            .enumerate()
+            .map(|(r, rel)| (self.rel_names[r].clone(), rel.rows.len()))
+            .collect();
+        sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        sizes.truncate(10);
+        stats.largest = sizes;
+        stats.terms = self.store.len();
+        stats.bytes = self.store.bytes() + self.relations.iter().map(Relation::bytes).sum::<usize>();
+        stats.instantiate = start.elapsed();
+        Ok((
+            Grounded {
+                roles: self.role_names,
+                atoms: out.atoms,
+                rules,
+                init,
+            },
+            stats,
+        ))
+    }
+}
+
+/// What the output needs to name an atom.
+struct KindCx<'a> {
+    k: Keys,
+    role_index: &'a FxHashMap<TermId, u32>,
+    desc: &'a Description,
+}
+
+/// The ground program being assembled.
+struct Out {
+    /// The atom id of each term, `u32::MAX` if it has none yet; grown as terms are added.
+    atom_of: Vec<u32>,
+    aux_of: FxHashMap<u32, AtomId>,
+    atoms: Vec<GroundAtom>,
+    /// The rules so far, possibly with repeats (removed at the end).
+    rules: Vec<GroundRule>,
+    literals: usize,
+}
+
+impl Out {
+    /// The id of auxiliary atom `n`, made on first use. Its text holds a `;`, which no symbol
+    /// of a game can contain, so it never clashes with an atom of the game.
+    fn aux(&mut self, n: u32) -> AtomId {
+        if let Some(&id) = self.aux_of.get(&n) {
+            return id;
+        }
+        let id = AtomId::from_index(self.atoms.len());
+        self.atoms.push(GroundAtom {
+            kind: AtomKind::View,
+            text: format!("(;aux {n})"),
+        });
+        self.aux_of.insert(n, id);
+        id
+    }
+
+    /// The ground literals of a body under construction.
+    fn body(
+        &mut self,
+        lits: &[OutLit],
+        store: &TermStore,
+        cx: &KindCx,
+    ) -> Result<Vec<GroundLit>, GroundError> {
+        let mut body = Vec::with_capacity(lits.len());
+        for l in lits {
+            let atom = if l.rel == AUX {
+                self.aux(l.atom)
+            } else {
+                self.atom(l.atom, l.rel, store, cx)?
+            };
+            body.push(GroundLit {
+                atom,
+                negated: l.negated,
+            });
+        }
+        Ok(body)
+    }
+
+    /// Adds `head ⇐ body` after sorting the body and dropping repeats; a rule with both `x`
+    /// and `(not x)` never fires and is left out.
+    fn add_rule(
+        &mut self,
+        head: AtomId,
+        mut body: Vec<GroundLit>,
+        limits: &GroundLimits,
+        name: &str,
+    ) -> Result<(), GroundError> {
+        body.sort_unstable_by_key(|l| (l.atom, l.negated));
+        body.dedup();
+        if body.windows(2).any(|w| w[0].atom == w[1].atom) {
+            return Ok(());
+        }
+        self.literals += body.len();
+        self.rules.push(GroundRule { head, body });
+        if self.rules.len() > limits.max_rules {
+            return Err(limit("max_rules", limits.max_rules, name));
+        }
+        if self.literals > limits.max_literals {
+            return Err(limit("max_literals", limits.max_literals, name));
+        }
+        Ok(())
+    }
+
+    /// The id of atom `t` of relation `rel`, made on first use.
+    fn atom(&mut self, t: TermId, rel: RelId, store: &TermStore, cx: &KindCx) -> Result<AtomId, GroundError> {
+        if let Some(&id) = self.atom_of.get(t as usize) {
+            if id != u32::MAX {
+                return Ok(AtomId(id));
+            }
+        }
+        let k = cx.k;
+        let symbols = &cx.desc.symbols;
+        let args = store.args(t);
+        let role = |r: TermId| {
+            cx.role_index.get(&r).copied().ok_or_else(|| {
+                GroundError::Internal(format!(
+                    "{} names a role that is not declared",
+                    store.text(t, symbols)
+                ))
+            })
+        };
+        let (kind, text) = if rel == k.true_ {
+            (AtomKind::True, store.text(args[0], symbols))
+        } else if rel == k.next {
+            (AtomKind::Next, store.text(args[0], symbols))
+        } else if rel == k.does {
+            (
+                AtomKind::Does { role: role(args[0])? },
+                store.text(args[1], symbols),
+            )
+        } else if rel == k.legal {
+            (
+                AtomKind::Legal { role: role(args[0])? },
+                store.text(args[1], symbols),
+            )
+        } else if rel == k.goal {
+            let value = goal_value(store, args[1], cx.desc).ok_or_else(|| {
+                GroundError::Internal(format!("{} has no natural-number value", store.text(t, symbols)))
+            })?;
+            (
+                AtomKind::Goal {
+                    role: role(args[0])?,
+                    value,
+                },
+                store.text(t, symbols),
+            )
+        } else if rel == k.terminal {
+            (AtomKind::Terminal, store.text(t, symbols))
+        } else {
+            (AtomKind::View, store.text(t, symbols))
+        };
+        let id = AtomId::from_index(self.atoms.len());
+        self.atoms.push(GroundAtom { kind, text });
+        if self.atom_of.len() <= t as usize {
+            self.atom_of.resize(store.len().max(t as usize + 1), u32::MAX);
+        }
+        self.atom_of[t as usize] = id.0;
+        Ok(id)
+    }
+}
+
+/// The value of a goal term, if it is a natural number written as a constant.
+fn goal_value(store: &TermStore, v: TermId, desc: &Description) -> Option<u32> {
+    if !store.args(v).is_empty() {
+        return None;
+    }
+    let name = desc.symbols.name(store.functor(v));
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok()
+}
+
+/// The term of a ground AST term, `None` if it has a variable.
+fn intern_ground(store: &mut TermStore, t: &Term) -> Option<TermId> {
+    match t {
+        Term::Var(_) => None,
+        Term::Const(c) => Some(store.intern(*c, &[])),
+        Term::Func(f, args) => {
+            let ids: Option<Vec<TermId>> = args.iter().map(|a| intern_ground(store, a)).collect();
+            Some(store.intern(*f, &ids?))
+        }
+    }
+}
+
+/// Strongly connected components of the graph `deps` (node → what it depends on), each listed
+/// after every component it depends on. Iterative, so a long chain of relations cannot
+/// overflow the stack.
+pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
+    const UNSEEN: usize = usize::MAX;
+    let n = deps.len();
+    let mut index = vec![UNSEEN; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut out = Vec::new();
+    let mut counter = 0;
+    for root in 0..n {
+        if index[root] != UNSEEN {
+            continue;
+        }
+        let mut frames: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = counter;
+        low[root] = counter;
+        counter += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(frame) = frames.last_mut() {
+            let v = frame.0;
+            if let Some(&w) = deps[v].get(frame.1) {
+                frame.1 += 1;
+                let w = w as usize;
+                if index[w] == UNSEEN {
+                    index[w] = counter;
+                    low[w] = counter;
+                    counter += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    frames.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(&(parent, _)) = frames.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp.push(w as RelId);
+                    if w == v {
+                        break;
+                    }
+                }
+                comp.sort_unstable();
+                out.push(comp);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::components;
+
+    #[test]
+    fn components_come_after_what_they_depend_on() {
+        // 0 → 1 → 2 → 1, 3 → 0.
+        let deps = vec![vec![1], vec![2], vec![1], vec![0]];
+        let sccs = components(&deps);
+        assert_eq!(sccs, vec![vec![1, 2], vec![0], vec![3]]);
+    }
+}

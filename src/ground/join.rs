@@ -1,0 +1,1346 @@
+//! Relations, their indexes, join plans and the join itself.
+//!
+//! A relation is the list of its atoms (term ids) in the order they were derived, so that the
+//! atoms derived in one round of a semi-naive iteration form a contiguous range of positions.
+//! An index hashes each atom on the values found at some positions of it ("probes"): the
+//! functor at a function-term position, or the whole term at a position the join knows.
+//! Buckets hold atom positions in increasing order, so restricting a lookup to a range of
+//! rounds is a matter of where to start and stop in the bucket. Hash collisions only cost time:
+//! every candidate is unified with the literal in full.
+
+use super::normalize::{AtomPat, Conj, Item, Pat, RelId};
+use super::terms::{TermId, TermStore, UNBOUND};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::hash::Hasher;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// A place inside an atom: the argument, then the argument of that, and so on.
+type Path = Box<[u8]>;
+
+/// What an index reads at a path.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct Probe {
+    path: Path,
+    /// The functor and arity (true) or the whole term (false).
+    functor: bool,
+}
+
+/// Where a lookup key's value comes from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KeySrc {
+    /// A functor and arity, encoded.
+    Const(u64),
+    /// A ground term.
+    Term(TermId),
+    /// The value of a bound variable.
+    Var(u32),
+}
+
+fn functor_code(sym: crate::gdl::Symbol, arity: usize) -> u64 {
+    (u64::from(sym.0) << 32) | arity as u64
+}
+
+fn finish(h: rustc_hash::FxHasher) -> u64 {
+    let x = h.finish();
+    x ^ (x >> 31)
+}
+
+/// Marks the end of a bucket chain.
+const NIL: u32 = u32::MAX;
+
+/// An index of one relation. Each bucket is a chain through the atom positions, newest first:
+/// a scan of the last round's atoms stops as soon as it reaches an older one.
+pub(crate) struct Index {
+    probes: Box<[Probe]>,
+    /// How many of the relation's atoms are indexed.
+    upto: usize,
+    /// How many of those have every probed path (the others can never match).
+    included: usize,
+    /// The newest atom position of each bucket.
+    heads: FxHashMap<u64, u32>,
+    /// For each atom position, the next older position in its bucket.
+    older: Vec<u32>,
+}
+
+impl Index {
+    fn catch_up(&mut self, rows: &[TermId], store: &TermStore) {
+        'rows: for (pos, &row) in rows.iter().enumerate().skip(self.upto) {
+            let mut h = rustc_hash::FxHasher::default();
+            for p in self.probes.iter() {
+                let mut t = row;
+                for &i in p.path.iter() {
+                    match store.args(t).get(i as usize) {
+                        Some(&a) => t = a,
+                        None => {
+                            self.older.push(NIL);
+                            continue 'rows;
+                        }
+                    }
+                }
+                if p.functor {
+                    h.write_u64(functor_code(store.functor(t), store.args(t).len()));
+                } else {
+                    h.write_u64(u64::from(t));
+                }
+            }
+            self.included += 1;
+            let prev = self.heads.insert(finish(h), pos as u32).unwrap_or(NIL);
+            self.older.push(prev);
+        }
+        self.upto = rows.len();
+    }
+
+    /// The average number of atoms a lookup finds.
+    fn average_bucket(&self) -> f64 {
+        if self.heads.is_empty() {
+            0.0
+        } else {
+            self.included as f64 / self.heads.len() as f64
+        }
+    }
+}
+
+/// A relation: its atoms in the order they were added, and its indexes.
+#[derive(Default)]
+pub(crate) struct Relation {
+    pub rows: Vec<TermId>,
+    indexes: Vec<Index>,
+}
+
+impl Relation {
+    /// The index with these probes, made and brought up to date as needed.
+    fn index(&mut self, probes: &[Probe], store: &TermStore) -> usize {
+        let i = match self.indexes.iter().position(|ix| *ix.probes == *probes) {
+            Some(i) => i,
+            None => {
+                self.indexes.push(Index {
+                    probes: probes.into(),
+                    upto: 0,
+                    included: 0,
+                    heads: FxHashMap::default(),
+                    older: Vec::new(),
+                });
+                self.indexes.len() - 1
+            }
+        };
+        self.indexes[i].catch_up(&self.rows, store);
+        i
+    }
+
+    /// The expected number of atoms a lookup with these probes finds. An existing index (or a
+    /// new one, for a small relation) says exactly; for a large relation without one, each
+    /// known value is assumed to keep a tenth of the atoms, so that planning does not build
+    /// indexes it may never use.
+    fn estimate(&mut self, probes: &[Probe], store: &TermStore) -> f64 {
+        if probes.is_empty() {
+            return self.rows.len() as f64;
+        }
+        if let Some(ix) = self.indexes.iter_mut().find(|ix| *ix.probes == *probes) {
+            ix.catch_up(&self.rows, store);
+            return ix.average_bucket();
+        }
+        if self.rows.len() <= 4096 {
+            let ix = self.index(probes, store);
+            return self.indexes[ix].average_bucket();
+        }
+        let values = probes.iter().filter(|p| !p.functor).count();
+        (self.rows.len() as f64 * 0.1f64.powi(values as i32)).max(1.0)
+    }
+
+    /// Bytes held by the indexes, roughly.
+    pub fn bytes(&self) -> usize {
+        self.rows.capacity() * 4
+            + self
+                .indexes
+                .iter()
+                .map(|ix| ix.heads.capacity() * 16 + ix.older.capacity() * 4)
+                .sum::<usize>()
+    }
+}
+
+/// The probes a literal can use when the variables in `bound` are known, with where each
+/// lookup value comes from. Function terms are probed by functor on the way down, so an index
+/// of `(true (cell ?x ?y ?z))` splits the state by the functor of the fact.
+fn probes_of(args: &[Pat], bound: &[bool]) -> (Vec<Probe>, Vec<KeySrc>) {
+    fn walk(p: &Pat, path: &mut Vec<u8>, bound: &[bool], probes: &mut Vec<Probe>, keys: &mut Vec<KeySrc>) {
+        match p {
+            Pat::Ground(t) => {
+                probes.push(Probe {
+                    path: path.as_slice().into(),
+                    functor: false,
+                });
+                keys.push(KeySrc::Term(*t));
+            }
+            Pat::Var(v) => {
+                if bound[*v as usize] {
+                    probes.push(Probe {
+                        path: path.as_slice().into(),
+                        functor: false,
+                    });
+                    keys.push(KeySrc::Var(*v));
+                }
+            }
+            Pat::Func(f, sub) => {
+                probes.push(Probe {
+                    path: path.as_slice().into(),
+                    functor: true,
+                });
+                keys.push(KeySrc::Const(functor_code(*f, sub.len())));
+                // Paths are bytes; arguments past the 256th are left to unification.
+                for (j, s) in sub.iter().enumerate().take(256) {
+                    path.push(j as u8);
+                    walk(s, path, bound, probes, keys);
+                    path.pop();
+                }
+            }
+        }
+    }
+    let mut probes = Vec::new();
+    let mut keys = Vec::new();
+    let mut path = Vec::new();
+    for (i, a) in args.iter().enumerate().take(256) {
+        path.push(i as u8);
+        walk(a, &mut path, bound, &mut probes, &mut keys);
+        path.pop();
+    }
+    (probes, keys)
+}
+
+/// Which atoms of a relation a scan reads, in terms of the round bounds of [`Bounds`].
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub(crate) enum Range {
+    /// Atoms from before the last round: `[0, old)`.
+    Old,
+    /// Every atom known at the start of this round: `[0, all)`.
+    All,
+    /// The atoms of the last round: `[old, all)`.
+    Delta,
+}
+
+/// One step of a plan.
+#[derive(Clone, Debug)]
+pub(crate) enum Step {
+    /// Match the positive literal `item` of the body against its relation.
+    Scan {
+        item: usize,
+        rel: RelId,
+        /// The index used, or `None` to read every atom in the range.
+        index: Option<usize>,
+        /// What the index reads; with `key`, where the lookup values come from.
+        probes: Box<[Probe]>,
+        key: Box<[KeySrc]>,
+        range: Range,
+        /// Stop after the first match: nothing after this step uses what it binds.
+        exists_only: bool,
+        /// Keep the matched atom as a literal of the ground rule.
+        record: bool,
+    },
+    /// The negated literal `item` over a complete relation: its atom must not hold.
+    Absent { item: usize },
+    /// The negated literal `item` over a dynamic relation, when instantiating: kept as a literal
+    /// of the ground rule if its atom can hold, dropped (it is true) otherwise.
+    NegOut { item: usize },
+    /// The `distinct` (or equality) `item`.
+    Test { item: usize },
+    /// The sub-join `Plan::subs[sub]`: a group of literals that shares only head variables with
+    /// the rest of the body. It is solved once per binding of the shared variables bound before
+    /// it (`given`); for each binding of the shared variables it binds itself (`out`), its
+    /// solutions stand in the rule as one literal.
+    Sub { sub: usize },
+}
+
+impl Step {
+    fn item(&self) -> Option<usize> {
+        match self {
+            Step::Scan { item, .. } | Step::Absent { item } | Step::NegOut { item } | Step::Test { item } => {
+                Some(*item)
+            }
+            Step::Sub { .. } => None,
+        }
+    }
+}
+
+/// What a plan is for.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub(crate) enum Mode {
+    /// Deriving head atoms; negated literals over dynamic relations are assumed true.
+    Derive,
+    /// Instantiating a rule: literals over dynamic relations are kept in the ground rule.
+    Instantiate,
+}
+
+/// A group of body literals solved on its own.
+#[derive(Clone, Debug)]
+pub(crate) struct SubPlan {
+    pub steps: Vec<Step>,
+    /// The head variables the group shares with the rest of the body that are bound before it
+    /// runs.
+    pub given: Box<[u32]>,
+    /// The head variables the group binds.
+    pub out: Box<[u32]>,
+}
+
+/// A join plan for one conjunction.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub steps: Vec<Step>,
+    pub subs: Vec<SubPlan>,
+}
+
+/// Per relation, the bounds of the current round: atoms `[0, old)` are old, `[old, all)` are
+/// the last round's.
+pub(crate) struct Bounds {
+    pub old: Vec<usize>,
+    pub all: Vec<usize>,
+}
+
+/// Union-find over body items.
+fn find_root(parent: &mut [usize], mut i: usize) -> usize {
+    while parent[i] != i {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    i
+}
+
+/// The planner's view of one conjunction.
+struct Planner<'a> {
+    conj: &'a Conj,
+    delta: Option<usize>,
+    recursive: &'a [bool],
+    dynamic: &'a [bool],
+    mode: Mode,
+    bounds: &'a Bounds,
+}
+
+/// A group of remaining items linked by variables local to the level being planned.
+struct Group {
+    items: Vec<usize>,
+    /// Whether it has a variable that is neither bound nor needed outside it.
+    local: bool,
+    /// The needed variables it has that are not bound yet.
+    open: Vec<u32>,
+    /// The bound variables it reads.
+    given: Vec<u32>,
+    /// Whether its positive literals bind every open variable.
+    can_generate: bool,
+}
+
+impl Planner<'_> {
+    fn range_of(&self, i: usize, rel: RelId) -> Range {
+        match self.delta {
+            Some(d) if d == i => Range::Delta,
+            Some(d) if i < d && self.recursive[rel as usize] => Range::Old,
+            _ => Range::All,
+        }
+    }
+
+    fn vars(&self, i: usize) -> Vec<u32> {
+        let mut vars = Vec::new();
+        self.conj.body[i].for_each_var(&mut |v| {
+            if !vars.contains(&v) {
+                vars.push(v);
+            }
+        });
+        vars
+    }
+
+    /// The step for non-positive item `i`, whose variables are bound.
+    fn test_step(&self, i: usize) -> Step {
+        match &self.conj.body[i] {
+            Item::Neg(a) if self.dynamic[a.rel as usize] => Step::NegOut { item: i },
+            Item::Neg(_) => Step::Absent { item: i },
+            _ => Step::Test { item: i },
+        }
+    }
+
+    fn scan(&self, i: usize, bound: &[bool], relations: &mut [Relation], store: &TermStore) -> (Step, f64) {
+        let Item::Pos(a) = &self.conj.body[i] else {
+            // Only positive items are scanned; anything else costs nothing and finds nothing.
+            return (self.test_step(i), 0.0);
+        };
+        let range = self.range_of(i, a.rel);
+        let record = self.mode == Mode::Instantiate && self.dynamic[a.rel as usize];
+        let (step, cost) = scan_step(i, a, bound, range, record, relations, store);
+        // A scan limited to some rounds finds that share of the atoms.
+        let r = a.rel as usize;
+        let total = relations[r].rows.len().max(1) as f64;
+        let share = match range {
+            Range::All => 1.0,
+            Range::Old => self.bounds.old[r] as f64 / total,
+            Range::Delta => (self.bounds.all[r] - self.bounds.old[r]) as f64 / total,
+        };
+        (step, cost * share.min(1.0))
+    }
+
+    /// The groups of `items`: linked by variables neither bound nor in `needed`.
+    fn groups(&self, items: &[usize], bound: &[bool], needed: &[bool]) -> Vec<Group> {
+        let n = items.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        let mut owner: FxHashMap<u32, usize> = FxHashMap::default();
+        let vars: Vec<Vec<u32>> = items.iter().map(|&i| self.vars(i)).collect();
+        for (j, vs) in vars.iter().enumerate() {
+            for &v in vs {
+                if bound[v as usize] || needed[v as usize] {
+                    continue;
+                }
+                match owner.get(&v) {
+                    None => {
+                        owner.insert(v, j);
+                    }
+                    Some(&o) => {
+                        let (a, b) = (find_root(&mut parent, j), find_root(&mut parent, o));
+                        parent[a] = b;
+                    }
+                }
+            }
+        }
+        let mut index: FxHashMap<usize, usize> = FxHashMap::default();
+        let mut groups: Vec<Group> = Vec::new();
+        for j in 0..n {
+            let r = find_root(&mut parent, j);
+            let g = *index.entry(r).or_insert_with(|| {
+                groups.push(Group {
+                    items: Vec::new(),
+                    local: false,
+                    open: Vec::new(),
+                    given: Vec::new(),
+                    can_generate: false,
+                });
+                groups.len() - 1
+            });
+            groups[g].items.push(items[j]);
+            for &v in &vars[j] {
+                let grp = &mut groups[g];
+                if bound[v as usize] {
+                    if !grp.given.contains(&v) {
+                        grp.given.push(v);
+                    }
+                } else if needed[v as usize] {
+                    if !grp.open.contains(&v) {
+                        grp.open.push(v);
+                    }
+                } else {
+                    grp.local = true;
+                }
+            }
+        }
+        for grp in &mut groups {
+            grp.given.sort_unstable();
+            grp.open.sort_unstable();
+            let mut binds = Vec::new();
+            for &i in &grp.items {
+                if matches!(self.conj.body[i], Item::Pos(_)) {
+                    binds.extend(self.vars(i));
+                }
+            }
+            grp.can_generate = grp.open.iter().all(|v| binds.contains(v));
+        }
+        groups
+    }
+
+    /// Plans `items` with the variables in `bound` known on entry, binding the ones in `needed`
+    /// (the head's, or a sub-join's out variables). At every point the remaining items are
+    /// split into groups linked by variables that are neither bound nor needed: a group with
+    /// such a local variable whose needed variables are all bound runs as a filter sub-join
+    /// (planned the same way, recursively); otherwise the cheapest move is taken among the
+    /// scans of items without local variables and the groups that can generate their needed
+    /// variables, run as generator sub-joins. When there is no such move, the cheapest scan of
+    /// any item is taken, which binds some local variables here and may split what remains.
+    /// Tests run as soon as their variables are bound.
+    #[allow(clippy::too_many_arguments)]
+    fn level(
+        &self,
+        mut remaining: Vec<usize>,
+        bound: &mut [bool],
+        needed: &[bool],
+        subs: &mut Vec<SubPlan>,
+        relations: &mut [Relation],
+        store: &TermStore,
+    ) -> Vec<Step> {
+        let mut steps = Vec::new();
+        // The variables bound by this level's own steps.
+        let mut level_bound: Vec<u32> = Vec::new();
+        loop {
+            let before = remaining.len();
+            remaining.retain(|&i| {
+                let ready = !matches!(self.conj.body[i], Item::Pos(_))
+                    && self.vars(i).iter().all(|&v| bound[v as usize]);
+                if ready {
+                    steps.push(self.test_step(i));
+                }
+                !ready
+            });
+            if remaining.is_empty() {
+                break;
+            }
+            let groups = self.groups(&remaining, bound, needed);
+            // Filters first: they bind nothing and can only cut the search.
+            let mut filtered = false;
+            // A group holding every remaining item saves nothing as a sub-join unless this
+            // level has bound a variable the group does not read, whose values then share its
+            // solutions; otherwise it would only add atoms (or, at the start of a sub-join,
+            // be that sub-join again).
+            let total = remaining.len();
+            let whole =
+                |grp: &Group| grp.items.len() == total && level_bound.iter().all(|v| grp.given.contains(v));
+            for grp in &groups {
+                if grp.local && grp.open.is_empty() && !whole(grp) {
+                    steps.push(self.sub(grp, bound, subs, relations, store));
+                    remaining.retain(|i| !grp.items.contains(i));
+                    filtered = true;
+                }
+            }
+            if filtered || remaining.len() < before {
+                continue;
+            }
+            let mut best: Option<(f64, Result<Step, usize>)> = None;
+            for (g, grp) in groups.iter().enumerate() {
+                if grp.local && (!grp.can_generate || whole(grp)) {
+                    continue;
+                }
+                if grp.local {
+                    let cost = self.estimate(&grp.items, bound, relations, store);
+                    if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                        best = Some((cost, Err(g)));
+                    }
+                    continue;
+                }
+                for &i in &grp.items {
+                    if !matches!(self.conj.body[i], Item::Pos(_)) {
+                        continue;
+                    }
+                    let (step, cost) = self.scan(i, bound, relations, store);
+                    if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                        best = Some((cost, Ok(step)));
+                    }
+                }
+            }
+            if best.is_none() {
+                for &i in &remaining {
+                    if !matches!(self.conj.body[i], Item::Pos(_)) {
+                        continue;
+                    }
+                    let (step, cost) = self.scan(i, bound, relations, store);
+                    if best.as_ref().is_none_or(|(c, _)| cost < *c) {
+                        best = Some((cost, Ok(step)));
+                    }
+                }
+            }
+            match best {
+                None => {
+                    // Only tests whose variables no positive literal binds are left. The grounder
+                    // rejects such rules before planning; adding them keeps a mistake visible.
+                    for &i in &remaining {
+                        steps.push(self.test_step(i));
+                    }
+                    break;
+                }
+                Some((_, Ok(step))) => {
+                    if let Some(i) = step.item() {
+                        remaining.retain(|&j| j != i);
+                        self.conj.body[i].for_each_var(&mut |v| {
+                            if !bound[v as usize] {
+                                bound[v as usize] = true;
+                                level_bound.push(v);
+                            }
+                        });
+                    }
+                    steps.push(step);
+                }
+                Some((_, Err(g))) => {
+                    let grp = &groups[g];
+                    steps.push(self.sub(grp, bound, subs, relations, store));
+                    remaining.retain(|i| !grp.items.contains(i));
+                    for &v in &grp.open {
+                        bound[v as usize] = true;
+                        level_bound.push(v);
+                    }
+                }
+            }
+        }
+        steps
+    }
+
+    /// The number of solutions of `items` given `bound`, estimated as the product of the
+    /// expected matches of its scans in greedy order.
+    fn estimate(
+        &self,
+        items: &[usize],
+        bound: &[bool],
+        relations: &mut [Relation],
+        store: &TermStore,
+    ) -> f64 {
+        let mut bound = bound.to_vec();
+        let mut left: Vec<usize> = items
+            .iter()
+            .copied()
+            .filter(|&i| matches!(self.conj.body[i], Item::Pos(_)))
+            .collect();
+        let mut total = 1.0;
+        while !left.is_empty() {
+            let mut best: Option<(f64, usize)> = None;
+            for (j, &i) in left.iter().enumerate() {
+                let cost = self.scan(i, &bound, relations, store).1;
+                if best.is_none_or(|(c, _)| cost < c) {
+                    best = Some((cost, j));
+                }
+            }
+            let Some((cost, j)) = best else { break };
+            total *= cost;
+            let i = left.swap_remove(j);
+            self.conj.body[i].for_each_var(&mut |v| bound[v as usize] = true);
+        }
+        total
+    }
+
+    /// The sub-join step of `grp`, planned recursively; binds nothing in `bound` itself.
+    fn sub(
+        &self,
+        grp: &Group,
+        bound: &[bool],
+        subs: &mut Vec<SubPlan>,
+        relations: &mut [Relation],
+        store: &TermStore,
+    ) -> Step {
+        let mut inner = bound.to_vec();
+        let mut needed = vec![false; self.conj.nvars];
+        for &v in &grp.open {
+            needed[v as usize] = true;
+        }
+        let mut steps = self.level(grp.items.clone(), &mut inner, &needed, subs, relations, store);
+        mark_exists_only(self.conj, &mut steps, subs, &mut needed);
+        subs.push(SubPlan {
+            steps,
+            given: grp.given.clone().into(),
+            out: grp.open.clone().into(),
+        });
+        Step::Sub { sub: subs.len() - 1 }
+    }
+}
+
+/// Whether some atom of the last round (by `bounds`) can match `a`, judged by its functors and
+/// constants alone: a cheap test that spares planning rule variants that cannot fire.
+pub(crate) fn delta_can_match(
+    a: &AtomPat,
+    bounds: &Bounds,
+    relations: &mut [Relation],
+    store: &TermStore,
+) -> bool {
+    let r = a.rel as usize;
+    let (lo, hi) = (bounds.old[r], bounds.all[r]);
+    if lo >= hi {
+        return false;
+    }
+    let (probes, key) = probes_of(&a.args, &vec![false; 1 + max_var(a)]);
+    if probes.is_empty() {
+        return true;
+    }
+    let relation = &mut relations[r];
+    let ix = relation.index(&probes, store);
+    let mut h = rustc_hash::FxHasher::default();
+    for src in &key {
+        h.write_u64(match *src {
+            KeySrc::Const(c) => c,
+            KeySrc::Term(t) => u64::from(t),
+            // Nothing is bound, so no key reads a variable.
+            KeySrc::Var(_) => return true,
+        });
+    }
+    let index = &relation.indexes[ix];
+    let Some(&head) = index.heads.get(&finish(h)) else {
+        return false;
+    };
+    let mut pos = head;
+    while pos != NIL {
+        let p = pos as usize;
+        if p < lo {
+            return false;
+        }
+        if p < hi {
+            return true;
+        }
+        pos = index.older[p];
+    }
+    false
+}
+
+fn max_var(a: &AtomPat) -> usize {
+    let mut m = 0;
+    a.for_each_var(&mut |v| m = m.max(v as usize));
+    m
+}
+
+/// Makes the plan of `conj`, with its literal `delta` (an index into the body) reading only the
+/// last round's atoms, the positive literals over relations in `recursive` before it the old
+/// atoms, and every other literal all atoms (the rounds as `bounds` says). The literals are
+/// ordered by [`Planner::level`], the delta literal like any other at the cost of its share.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan(
+    conj: &Conj,
+    delta: Option<usize>,
+    recursive: &[bool],
+    dynamic: &[bool],
+    mode: Mode,
+    bounds: &Bounds,
+    relations: &mut [Relation],
+    store: &TermStore,
+) -> Plan {
+    let p = Planner {
+        conj,
+        delta,
+        recursive,
+        dynamic,
+        mode,
+        bounds,
+    };
+    // Negated literals over dynamic relations are assumed true while deriving.
+    let items: Vec<usize> = (0..conj.body.len())
+        .filter(|&i| match &conj.body[i] {
+            Item::Neg(a) => mode == Mode::Instantiate || !dynamic[a.rel as usize],
+            _ => true,
+        })
+        .collect();
+    let mut needed = vec![false; conj.nvars];
+    conj.head.for_each_var(&mut |v| needed[v as usize] = true);
+    let mut bound = vec![false; conj.nvars];
+    let mut subs = Vec::new();
+    let mut steps = p.level(items, &mut bound, &needed, &mut subs, relations, store);
+    mark_exists_only(conj, &mut steps, &subs, &mut needed);
+    finish_indexes(&mut steps, relations, store);
+    for sub in &mut subs {
+        finish_indexes(&mut sub.steps, relations, store);
+    }
+    Plan { steps, subs }
+}
+
+/// The scan of positive literal `i` given the bound variables, and its expected matches.
+fn scan_step(
+    i: usize,
+    a: &AtomPat,
+    bound: &[bool],
+    range: Range,
+    record: bool,
+    relations: &mut [Relation],
+    store: &TermStore,
+) -> (Step, f64) {
+    let (probes, key) = probes_of(&a.args, bound);
+    let rel = &mut relations[a.rel as usize];
+    let cost = rel.estimate(&probes, store);
+    // A literal whose variables are all bound is a lookup: prefer it to a scan of equal cost.
+    let mut all_bound = true;
+    a.for_each_var(&mut |v| all_bound &= bound[v as usize]);
+    let cost = if all_bound { cost.min(1.0) * 0.5 } else { cost };
+    (
+        Step::Scan {
+            item: i,
+            rel: a.rel,
+            index: None,
+            probes: probes.into(),
+            key: key.into(),
+            range,
+            exists_only: false,
+            record,
+        },
+        cost,
+    )
+}
+
+/// Makes the index every scan of `steps` needs and brings it up to date.
+fn finish_indexes(steps: &mut [Step], relations: &mut [Relation], store: &TermStore) {
+    for s in steps {
+        if let Step::Scan {
+            rel, index, probes, ..
+        } = s
+        {
+            if !probes.is_empty() {
+                *index = Some(relations[*rel as usize].index(probes, store));
+            }
+        }
+    }
+}
+
+/// Marks the scans whose new bindings nothing later reads (`needed` holds the variables read
+/// after the last step): the join only needs to know that they match once. A scan whose atom is
+/// kept in the ground rule is never marked.
+fn mark_exists_only(conj: &Conj, steps: &mut [Step], subs: &[SubPlan], needed: &mut [bool]) {
+    let mut bound_before = Vec::with_capacity(steps.len());
+    let mut bound = vec![false; conj.nvars];
+    for s in steps.iter() {
+        bound_before.push(bound.clone());
+        match s {
+            Step::Scan { item, .. } => conj.body[*item].for_each_var(&mut |v| bound[v as usize] = true),
+            Step::Sub { sub } => subs[*sub].out.iter().for_each(|&v| bound[v as usize] = true),
+            _ => {}
+        }
+    }
+    for (k, s) in steps.iter_mut().enumerate().rev() {
+        match s {
+            Step::Scan {
+                item,
+                exists_only,
+                record,
+                ..
+            } => {
+                let mut binds_needed = false;
+                conj.body[*item].for_each_var(&mut |v| {
+                    binds_needed |= !bound_before[k][v as usize] && needed[v as usize];
+                });
+                *exists_only = !*record && !binds_needed;
+            }
+            Step::Sub { sub } => {
+                for &v in subs[*sub].given.iter() {
+                    needed[v as usize] = true;
+                }
+            }
+            _ => {}
+        }
+        if let Some(item) = s.item() {
+            conj.body[item].for_each_var(&mut |v| needed[v as usize] = true);
+        }
+    }
+}
+
+/// A literal of a ground rule under construction: an atom (by term and relation) or an
+/// auxiliary atom standing for a sub-join (`rel == AUX`, `atom` its number in the run).
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub(crate) struct OutLit {
+    pub rel: RelId,
+    pub atom: u32,
+    pub negated: bool,
+}
+
+/// The relation number of auxiliary atoms.
+pub(crate) const AUX: RelId = RelId::MAX;
+
+/// What a sub-join gave for one binding of its shared variables (a binding without solutions
+/// has no entry).
+#[derive(Clone, Debug)]
+enum SubResult {
+    /// One solution (or, while deriving, at least one): these literals stand for it.
+    Inline(Box<[OutLit]>),
+    /// Several solutions: an auxiliary atom defined by one rule per solution.
+    Aux(u32),
+}
+
+/// A sub-join's results for one binding of its given variables.
+type SubEntries = Rc<[(Box<[TermId]>, SubResult)]>;
+
+/// Why a join stopped early.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The deadline passed.
+    Time,
+    /// A sub-join found the solution it was looking for.
+    Found,
+    /// The solution callback refused to go on.
+    Error(super::GroundError),
+}
+
+/// The state of one join.
+pub(crate) struct Exec<'a> {
+    pub store: &'a mut TermStore,
+    pub relations: &'a [Relation],
+    pub bounds: &'a Bounds,
+    pub binds: Vec<TermId>,
+    trail: Vec<u32>,
+    /// Scratch space for building and finding terms.
+    stack: Vec<TermId>,
+    /// Scratch space for memo keys.
+    key: Vec<TermId>,
+    /// The literals of the ground rule so far, when instantiating.
+    pub lits: Vec<OutLit>,
+    /// The rules of the auxiliary atoms made in this run: atom number and body.
+    pub aux_rules: Vec<(u32, Vec<OutLit>)>,
+    /// How many auxiliary atoms this run made.
+    pub aux_count: u32,
+    memo: Vec<FxHashMap<Box<[TermId]>, SubEntries>>,
+    mode: Mode,
+    ticks: u64,
+    deadline: Instant,
+}
+
+type Emit<'e> = dyn FnMut(&mut Exec) -> Result<(), Stop> + 'e;
+
+impl<'a> Exec<'a> {
+    pub fn new(
+        store: &'a mut TermStore,
+        relations: &'a [Relation],
+        bounds: &'a Bounds,
+        mode: Mode,
+        deadline: Instant,
+    ) -> Self {
+        Exec {
+            store,
+            relations,
+            bounds,
+            binds: Vec::new(),
+            trail: Vec::new(),
+            stack: Vec::new(),
+            key: Vec::new(),
+            lits: Vec::new(),
+            aux_rules: Vec::new(),
+            aux_count: 0,
+            memo: Vec::new(),
+            mode,
+            ticks: 0,
+            deadline,
+        }
+    }
+
+    /// Runs `plan` over `conj`, calling `emit` with every solution.
+    pub fn run(&mut self, conj: &Conj, plan: &Plan, emit: &mut Emit) -> Result<(), Stop> {
+        self.binds.clear();
+        self.binds.resize(conj.nvars, UNBOUND);
+        self.trail.clear();
+        self.lits.clear();
+        self.memo.clear();
+        self.memo.resize_with(plan.subs.len(), FxHashMap::default);
+        self.step(conj, plan, &plan.steps, 0, emit)
+    }
+
+    fn tick(&mut self) -> Result<(), Stop> {
+        self.ticks += 1;
+        if self.ticks & 0x3fff == 0 && Instant::now() > self.deadline {
+            return Err(Stop::Time);
+        }
+        Ok(())
+    }
+
+    fn undo(&mut self, mark: usize) {
+        for v in self.trail.drain(mark..) {
+            self.binds[v as usize] = UNBOUND;
+        }
+    }
+
+    fn step(
+        &mut self,
+        conj: &Conj,
+        plan: &Plan,
+        steps: &[Step],
+        k: usize,
+        emit: &mut Emit,
+    ) -> Result<(), Stop> {
+        let Some(step) = steps.get(k) else {
+            return emit(self);
+        };
+        match step {
+            Step::Scan {
+                item,
+                rel,
+                index,
+                key,
+                range,
+                exists_only,
+                record,
+                ..
+            } => {
+                let Item::Pos(a) = &conj.body[*item] else {
+                    return Ok(());
+                };
+                let relations = self.relations;
+                let relation = &relations[*rel as usize];
+                let (lo, hi) = match range {
+                    Range::Old => (0, self.bounds.old[*rel as usize]),
+                    Range::All => (0, self.bounds.all[*rel as usize]),
+                    Range::Delta => (self.bounds.old[*rel as usize], self.bounds.all[*rel as usize]),
+                };
+                let hi = hi.min(relation.rows.len());
+                if lo >= hi {
+                    return Ok(());
+                }
+                let at = Scanning {
+                    k,
+                    a,
+                    rel: *rel,
+                    exists_only: *exists_only,
+                    record: *record,
+                };
+                match index {
+                    None => {
+                        for pos in lo..hi {
+                            if self.try_row(conj, plan, steps, &at, relation.rows[pos], emit)? {
+                                break;
+                            }
+                        }
+                    }
+                    Some(ix) => {
+                        let mut h = rustc_hash::FxHasher::default();
+                        for src in key.iter() {
+                            h.write_u64(match *src {
+                                KeySrc::Const(c) => c,
+                                KeySrc::Term(t) => u64::from(t),
+                                KeySrc::Var(v) => u64::from(self.binds[v as usize]),
+                            });
+                        }
+                        let index = &relation.indexes[*ix];
+                        let Some(&head) = index.heads.get(&finish(h)) else {
+                            return Ok(());
+                        };
+                        let mut pos = head;
+                        while pos != NIL {
+                            let p = pos as usize;
+                            pos = index.older[p];
+                            if p >= hi {
+                                continue;
+                            }
+                            if p < lo {
+                                break;
+                            }
+                            if self.try_row(conj, plan, steps, &at, relation.rows[p], emit)? {
+                                break;
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Step::Absent { item } => {
+                let (Item::Neg(a) | Item::Pos(a)) = &conj.body[*item] else {
+                    return Ok(());
+                };
+                let holds = self.find_atom(a).is_some_and(|t| self.store.holds(t));
+                if !holds {
+                    self.step(conj, plan, steps, k + 1, emit)?;
+                }
+                Ok(())
+            }
+            Step::NegOut { item } => {
+                let (Item::Neg(a) | Item::Pos(a)) = &conj.body[*item] else {
+                    return Ok(());
+                };
+                // A negated atom outside the over-approximation never holds: the literal is
+                // true and is left out.
+                match self.find_atom(a).filter(|&t| self.store.holds(t)) {
+                    Some(t) => {
+                        self.lits.push(OutLit {
+                            rel: a.rel,
+                            atom: t,
+                            negated: true,
+                        });
+                        let r = self.step(conj, plan, steps, k + 1, emit);
+                        self.lits.pop();
+                        r
+                    }
+                    None => self.step(conj, plan, steps, k + 1, emit),
+                }
+            }
+            Step::Test { item } => {
+                let pass = match &conj.body[*item] {
+                    Item::Distinct(x, y) => !self.same(x, y),
+                    Item::Equal(x, y) => self.same(x, y),
+                    _ => false,
+                };
+                if pass {
+                    self.step(conj, plan, steps, k + 1, emit)?;
+                }
+                Ok(())
+            }
+            Step::Sub { sub } => {
+                let sp = &plan.subs[*sub];
+                let mut key = std::mem::take(&mut self.key);
+                key.clear();
+                key.extend(sp.given.iter().map(|&v| self.binds[v as usize]));
+                let known = self.memo[*sub].get(key.as_slice()).cloned();
+                let entries = match known {
+                    Some(r) => {
+                        self.key = key;
+                        r
+                    }
+                    None => {
+                        let boxed: Box<[TermId]> = key.as_slice().into();
+                        self.key = key;
+                        let r = self.solve_sub(conj, plan, *sub)?;
+                        self.memo[*sub].insert(boxed, r.clone());
+                        r
+                    }
+                };
+                for (values, result) in entries.iter() {
+                    let mark = self.lits.len();
+                    let trail = self.trail.len();
+                    for (&v, &t) in sp.out.iter().zip(values.iter()) {
+                        self.binds[v as usize] = t;
+                        self.trail.push(v);
+                    }
+                    match result {
+                        SubResult::Inline(lits) => self.lits.extend_from_slice(lits),
+                        SubResult::Aux(n) => self.lits.push(OutLit {
+                            rel: AUX,
+                            atom: *n,
+                            negated: false,
+                        }),
+                    }
+                    let r = self.step(conj, plan, steps, k + 1, emit);
+                    self.lits.truncate(mark);
+                    self.undo(trail);
+                    r?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Solves sub-join `sub` for the current binding of its given variables: for each binding
+    /// of its out variables, what its solutions amount to.
+    fn solve_sub(&mut self, conj: &Conj, plan: &Plan, sub: usize) -> Result<SubEntries, Stop> {
+        let sp = &plan.subs[sub];
+        let steps = &sp.steps;
+        let mark = self.lits.len();
+        if self.mode == Mode::Derive {
+            if sp.out.is_empty() {
+                return match self.step(conj, plan, steps, 0, &mut |_| Err(Stop::Found)) {
+                    Ok(()) => Ok(Rc::new([])),
+                    Err(Stop::Found) => Ok(Rc::new([(
+                        Box::new([]) as Box<[TermId]>,
+                        SubResult::Inline(Box::new([])),
+                    )])),
+                    Err(e) => Err(e),
+                };
+            }
+            let mut seen: FxHashSet<Box<[TermId]>> = FxHashSet::default();
+            let mut found: Vec<Box<[TermId]>> = Vec::new();
+            self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
+                let values: Box<[TermId]> = sp.out.iter().map(|&v| ex.binds[v as usize]).collect();
+                if seen.insert(values.clone()) {
+                    found.push(values);
+                }
+                Ok(())
+            })?;
+            return Ok(found
+                .into_iter()
+                .map(|v| (v, SubResult::Inline(Box::new([]))))
+                .collect());
+        }
+        let mut solutions: Vec<(Box<[TermId]>, Vec<OutLit>)> = Vec::new();
+        self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
+            let mut body = ex.lits[mark..].to_vec();
+            body.sort_unstable();
+            body.dedup();
+            // Both x and (not x): this solution never holds.
+            if body
+                .windows(2)
+                .any(|w| w[0].rel == w[1].rel && w[0].atom == w[1].atom)
+            {
+                return Ok(());
+            }
+            let values: Box<[TermId]> = sp.out.iter().map(|&v| ex.binds[v as usize]).collect();
+            solutions.push((values, body));
+            Ok(())
+        })?;
+        solutions.sort_unstable();
+        solutions.dedup();
+        let mut entries = Vec::new();
+        let mut rest = solutions.as_slice();
+        while let Some((values, _)) = rest.first() {
+            let same = rest.iter().take_while(|(v, _)| v == values).count();
+            let (these, tail) = rest.split_at(same);
+            rest = tail;
+            let result = if these.iter().any(|(_, body)| body.is_empty()) {
+                // A solution with nothing dynamic in it makes the whole group true.
+                SubResult::Inline(Box::new([]))
+            } else if these.len() == 1 {
+                SubResult::Inline(these[0].1.clone().into())
+            } else {
+                let n = self.aux_count;
+                self.aux_count += 1;
+                self.aux_rules
+                    .extend(these.iter().map(|(_, body)| (n, body.clone())));
+                SubResult::Aux(n)
+            };
+            entries.push((values.clone(), result));
+        }
+        Ok(entries.into())
+    }
+
+    /// Unifies the literal with one atom and goes on with the next step; returns whether the
+    /// scan can stop (it is existential and matched).
+    #[inline]
+    fn try_row(
+        &mut self,
+        conj: &Conj,
+        plan: &Plan,
+        steps: &[Step],
+        at: &Scanning,
+        row: TermId,
+        emit: &mut Emit,
+    ) -> Result<bool, Stop> {
+        self.tick()?;
+        let mark = self.trail.len();
+        let args = self.store.args(row);
+        let mut ok = args.len() == at.a.args.len();
+        if ok {
+            for (p, &t) in at.a.args.iter().zip(args) {
+                if !unify(self.store, p, t, &mut self.binds, &mut self.trail) {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            if at.record {
+                self.lits.push(OutLit {
+                    rel: at.rel,
+                    atom: row,
+                    negated: false,
+                });
+            }
+            let r = self.step(conj, plan, steps, at.k + 1, emit);
+            if at.record {
+                self.lits.pop();
+            }
+            if let Err(e) = r {
+                self.undo(mark);
+                return Err(e);
+            }
+        }
+        self.undo(mark);
+        Ok(ok && at.exists_only)
+    }
+}
+
+/// The scan in progress.
+struct Scanning<'p> {
+    k: usize,
+    a: &'p AtomPat,
+    rel: RelId,
+    exists_only: bool,
+    record: bool,
+}
+
+/// Matches `p` against the ground term `t`, binding variables (recorded on `trail`).
+pub(crate) fn unify(
+    store: &TermStore,
+    p: &Pat,
+    t: TermId,
+    binds: &mut [TermId],
+    trail: &mut Vec<u32>,
+) -> bool {
+    match p {
+        Pat::Ground(g) => *g == t,
+        Pat::Var(v) => {
+            let b = binds[*v as usize];
+            if b == UNBOUND {
+                binds[*v as usize] = t;
+                trail.push(*v);
+                true
+            } else {
+                b == t
+            }
+        }
+        Pat::Func(f, ps) => {
+            if store.functor(t) != *f {
+                return false;
+            }
+            let args = store.args(t);
+            args.len() == ps.len()
+                && ps
+                    .iter()
+                    .zip(args)
+                    .all(|(p, &a)| unify(store, p, a, binds, trail))
+        }
+    }
+}
+
+/// The ground term `p` stands for under `binds`, added to the store if new. Every variable of
+/// `p` must be bound. `stack` is scratch space, left as it was found.
+fn build(store: &mut TermStore, p: &Pat, binds: &[TermId], stack: &mut Vec<TermId>) -> TermId {
+    match p {
+        Pat::Ground(g) => *g,
+        Pat::Var(v) => binds[*v as usize],
+        Pat::Func(f, ps) => {
+            let base = stack.len();
+            for p in ps.iter() {
+                let t = build(store, p, binds, stack);
+                stack.push(t);
+            }
+            let t = store.intern(*f, &stack[base..]);
+            stack.truncate(base);
+            t
+        }
+    }
+}
+
+/// The ground term `p` stands for under `binds`, if it exists. `stack` is scratch space.
+fn find(store: &TermStore, p: &Pat, binds: &[TermId], stack: &mut Vec<TermId>) -> Option<TermId> {
+    match p {
+        Pat::Ground(g) => Some(*g),
+        Pat::Var(v) => Some(binds[*v as usize]),
+        Pat::Func(f, ps) => {
+            let base = stack.len();
+            for p in ps.iter() {
+                match find(store, p, binds, stack) {
+                    Some(t) => stack.push(t),
+                    None => {
+                        stack.truncate(base);
+                        return None;
+                    }
+                }
+            }
+            let t = store.find(*f, &stack[base..]);
+            stack.truncate(base);
+            t
+        }
+    }
+}
+
+impl Exec<'_> {
+    /// The atom `a` stands for under the current bindings, added to the store if new.
+    pub fn build_atom(&mut self, a: &AtomPat) -> TermId {
+        let mut stack = std::mem::take(&mut self.stack);
+        let base = stack.len();
+        for p in a.args.iter() {
+            let t = build(self.store, p, &self.binds, &mut stack);
+            stack.push(t);
+        }
+        let t = self.store.intern(a.sym, &stack[base..]);
+        stack.truncate(base);
+        self.stack = stack;
+        t
+    }
+
+    /// The atom `a` stands for under the current bindings, if it exists.
+    pub fn find_atom(&mut self, a: &AtomPat) -> Option<TermId> {
+        let stack = &mut self.stack;
+        let base = stack.len();
+        for p in a.args.iter() {
+            match find(self.store, p, &self.binds, stack) {
+                Some(t) => stack.push(t),
+                None => {
+                    stack.truncate(base);
+                    return None;
+                }
+            }
+        }
+        let t = self.store.find(a.sym, &stack[base..]);
+        stack.truncate(base);
+        t
+    }
+
+    /// Whether `x` and `y` stand for the same term under the current bindings.
+    fn same(&mut self, x: &Pat, y: &Pat) -> bool {
+        same(self.store, x, y, &self.binds, &mut self.stack)
+    }
+}
+
+/// Whether `x` and `y` stand for the same term under `binds`. A term that does not exist in the
+/// store is compared structurally.
+fn same(store: &TermStore, x: &Pat, y: &Pat, binds: &[TermId], stack: &mut Vec<TermId>) -> bool {
+    match (find(store, x, binds, stack), find(store, y, binds, stack)) {
+        (Some(a), Some(b)) => a == b,
+        // Only function terms can be missing (variables are bound to stored terms), and a
+        // stored term never equals a missing one.
+        (None, None) => match (x, y) {
+            (Pat::Func(f, xs), Pat::Func(g, ys)) => {
+                f == g
+                    && xs.len() == ys.len()
+                    && xs
+                        .iter()
+                        .zip(ys.iter())
+                        .all(|(a, b)| same(store, a, b, binds, stack))
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}

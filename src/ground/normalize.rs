@@ -1,0 +1,378 @@
+//! Rules in normal form: every body distributed into plain conjunctions of positive atoms,
+//! negated atoms, `distinct` and its negation (equality), with variables numbered per rule and
+//! ground sub-terms interned.
+
+use super::terms::{TermId, TermStore};
+use super::GroundError;
+use crate::gdl::{Atom, Description, Literal, Span, Symbol, Term, MAX_EXPANSIONS};
+use rustc_hash::FxHashMap;
+
+/// A relation: a symbol at one arity. A symbol used at two arities would be two relations (the
+/// front end rejects that, but nothing here depends on it).
+pub(crate) type RelId = u32;
+
+/// A term pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Pat {
+    /// A variable, numbered within its rule.
+    Var(u32),
+    /// A ground term.
+    Ground(TermId),
+    /// A function term with at least one variable inside.
+    Func(Symbol, Box<[Pat]>),
+}
+
+impl Pat {
+    /// Calls `f` on every variable, with repeats.
+    pub fn for_each_var(&self, f: &mut impl FnMut(u32)) {
+        match self {
+            Pat::Var(v) => f(*v),
+            Pat::Ground(_) => {}
+            Pat::Func(_, args) => args.iter().for_each(|a| a.for_each_var(f)),
+        }
+    }
+}
+
+/// An atom pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AtomPat {
+    pub rel: RelId,
+    pub sym: Symbol,
+    pub args: Box<[Pat]>,
+}
+
+impl AtomPat {
+    pub fn for_each_var(&self, f: &mut impl FnMut(u32)) {
+        self.args.iter().for_each(|a| a.for_each_var(f));
+    }
+}
+
+/// A literal of a conjunction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Item {
+    Pos(AtomPat),
+    Neg(AtomPat),
+    Distinct(Pat, Pat),
+    /// `(not (distinct a b))`.
+    Equal(Pat, Pat),
+}
+
+impl Item {
+    pub fn for_each_var(&self, f: &mut impl FnMut(u32)) {
+        match self {
+            Item::Pos(a) | Item::Neg(a) => a.for_each_var(f),
+            Item::Distinct(a, b) | Item::Equal(a, b) => {
+                a.for_each_var(f);
+                b.for_each_var(f);
+            }
+        }
+    }
+}
+
+/// One conjunction of one rule: `head ⇐ body`.
+#[derive(Clone, Debug)]
+pub(crate) struct Conj {
+    pub head: AtomPat,
+    pub body: Vec<Item>,
+    /// Variables are numbered `0 .. nvars`.
+    pub nvars: usize,
+    /// The rule of the description it comes from; `None` for the grounder's own rules (`true`
+    /// from `init` and `next`, `does` from `legal`).
+    pub rule: Option<usize>,
+    /// The name of each variable, for messages.
+    pub var_names: Vec<Symbol>,
+    /// Whether it is a rule of the demand-driven transformation (`magic`), which defines the
+    /// calls of a relation rather than the relation.
+    pub magic: bool,
+}
+
+/// The relations of a description, numbered densely.
+#[derive(Default)]
+pub(crate) struct RelTable {
+    map: FxHashMap<(Symbol, usize), RelId>,
+    keys: Vec<(Symbol, usize)>,
+}
+
+impl RelTable {
+    pub fn id(&mut self, sym: Symbol, arity: usize) -> RelId {
+        let next = self.keys.len() as RelId;
+        *self.map.entry((sym, arity)).or_insert_with(|| {
+            self.keys.push((sym, arity));
+            next
+        })
+    }
+
+    pub fn key(&self, r: RelId) -> (Symbol, usize) {
+        self.keys[r as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+/// Normalizes every rule of `desc`. Conjunctions that a `distinct` between ground terms makes
+/// false are left out, and `distinct`s between ground terms that hold are dropped.
+pub(crate) fn normalize(
+    desc: &Description,
+    store: &mut TermStore,
+    rels: &mut RelTable,
+) -> Result<Vec<Conj>, GroundError> {
+    let mut out = Vec::new();
+    for (i, rule) in desc.rules.iter().enumerate() {
+        let mut cx = RuleCx {
+            store,
+            rels,
+            vars: Vec::new(),
+        };
+        let head = cx.atom(&rule.head);
+        let mut bodies: Vec<Vec<Item>> = vec![Vec::new()];
+        for l in &rule.body {
+            let parts = cx.dnf(l, false).ok_or_else(|| too_large(desc, i, rule.span))?;
+            bodies = product(bodies, parts).ok_or_else(|| too_large(desc, i, rule.span))?;
+        }
+        let nvars = cx.vars.len();
+        for body in bodies {
+            if let Some(body) = fold_ground_tests(body) {
+                out.push(Conj {
+                    head: head.clone(),
+                    body,
+                    nvars,
+                    rule: Some(i),
+                    var_names: cx.vars.clone(),
+                    magic: false,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn too_large(desc: &Description, i: usize, span: Span) -> GroundError {
+    GroundError::Unsupported {
+        line: span.line,
+        col: span.col,
+        message: format!(
+            "the body of {} expands into more than {MAX_EXPANSIONS} conjunctions",
+            desc.rule_text(&desc.rules[i])
+        ),
+    }
+}
+
+/// Every conjunction of `acc` extended by every one of `parts`, or `None` past the limit.
+fn product(acc: Vec<Vec<Item>>, parts: Vec<Vec<Item>>) -> Option<Vec<Vec<Item>>> {
+    if acc.len().saturating_mul(parts.len()) > MAX_EXPANSIONS {
+        return None;
+    }
+    if parts.len() == 1 {
+        let part = parts.into_iter().next().expect("one part");
+        return Some(
+            acc.into_iter()
+                .map(|mut a| {
+                    a.extend(part.iter().cloned());
+                    a
+                })
+                .collect(),
+        );
+    }
+    let mut out = Vec::with_capacity(acc.len() * parts.len());
+    for a in &acc {
+        for p in &parts {
+            let mut c = a.clone();
+            c.extend(p.iter().cloned());
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+/// Decides the `distinct`s and equalities between ground terms: `None` if one is false,
+/// otherwise the body without them. Repeated literals are dropped too.
+fn fold_ground_tests(body: Vec<Item>) -> Option<Vec<Item>> {
+    let mut out: Vec<Item> = Vec::with_capacity(body.len());
+    for item in body {
+        match &item {
+            Item::Distinct(Pat::Ground(a), Pat::Ground(b)) => {
+                if a == b {
+                    return None;
+                }
+            }
+            Item::Equal(Pat::Ground(a), Pat::Ground(b)) => {
+                if a != b {
+                    return None;
+                }
+            }
+            _ => {
+                if !out.contains(&item) {
+                    out.push(item);
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+struct RuleCx<'a> {
+    store: &'a mut TermStore,
+    rels: &'a mut RelTable,
+    vars: Vec<Symbol>,
+}
+
+impl RuleCx<'_> {
+    fn pat(&mut self, t: &Term) -> Pat {
+        match t {
+            Term::Var(v) => {
+                let i = match self.vars.iter().position(|x| x == v) {
+                    Some(i) => i,
+                    None => {
+                        self.vars.push(*v);
+                        self.vars.len() - 1
+                    }
+                };
+                Pat::Var(i as u32)
+            }
+            Term::Const(c) => Pat::Ground(self.store.intern(*c, &[])),
+            Term::Func(f, args) => {
+                let pats: Vec<Pat> = args.iter().map(|a| self.pat(a)).collect();
+                let ground: Option<Vec<TermId>> = pats
+                    .iter()
+                    .map(|p| match p {
+                        Pat::Ground(t) => Some(*t),
+                        _ => None,
+                    })
+                    .collect();
+                match ground {
+                    Some(ids) => Pat::Ground(self.store.intern(*f, &ids)),
+                    None => Pat::Func(*f, pats.into()),
+                }
+            }
+        }
+    }
+
+    fn atom(&mut self, a: &Atom) -> AtomPat {
+        AtomPat {
+            rel: self.rels.id(a.rel, a.args.len()),
+            sym: a.rel,
+            args: a.args.iter().map(|t| self.pat(t)).collect(),
+        }
+    }
+
+    /// The disjunctive normal form of `l` (of its negation when `negate`), or `None` when it
+    /// has more than [`MAX_EXPANSIONS`] conjunctions.
+    fn dnf(&mut self, l: &Literal, negate: bool) -> Option<Vec<Vec<Item>>> {
+        Some(match (l, negate) {
+            (Literal::Atom(a), false) => vec![vec![Item::Pos(self.atom(a))]],
+            (Literal::Atom(a), true) => vec![vec![Item::Neg(self.atom(a))]],
+            (Literal::Distinct(a, b, _), n) => {
+                let (a, b) = (self.pat(a), self.pat(b));
+                vec![vec![if n {
+                    Item::Equal(a, b)
+                } else {
+                    Item::Distinct(a, b)
+                }]]
+            }
+            (Literal::Not(inner, _), n) => self.dnf(inner, !n)?,
+            // De Morgan: under negation an `or` is a conjunction of negations and an `and` a
+            // disjunction of them.
+            (Literal::Or(ls, _), false) | (Literal::And(ls, _), true) => {
+                let mut out = Vec::new();
+                for l in ls {
+                    out.extend(self.dnf(l, negate)?);
+                    if out.len() > MAX_EXPANSIONS {
+                        return None;
+                    }
+                }
+                out
+            }
+            (Literal::And(ls, _), false) | (Literal::Or(ls, _), true) => {
+                let mut acc = vec![Vec::new()];
+                for l in ls {
+                    let parts = self.dnf(l, negate)?;
+                    acc = product(acc, parts)?;
+                }
+                acc
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gdl;
+
+    fn normal(src: &str) -> (Vec<Conj>, TermStore, RelTable) {
+        let desc = gdl::parse_syntax(src).expect("the test text parses");
+        let mut store = TermStore::default();
+        let mut rels = RelTable::default();
+        let conjs = normalize(&desc, &mut store, &mut rels).expect("normalizes");
+        (conjs, store, rels)
+    }
+
+    fn shape(c: &Conj) -> Vec<&'static str> {
+        c.body
+            .iter()
+            .map(|i| match i {
+                Item::Pos(_) => "pos",
+                Item::Neg(_) => "neg",
+                Item::Distinct(..) => "distinct",
+                Item::Equal(..) => "equal",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn or_distributes_into_conjunctions() {
+        let (conjs, _, _) = normal("(<= (p ?x) (q ?x) (or (r ?x) (and (s ?x) (t ?x))))");
+        assert_eq!(conjs.len(), 2);
+        assert_eq!(shape(&conjs[0]), ["pos", "pos"]);
+        assert_eq!(shape(&conjs[1]), ["pos", "pos", "pos"]);
+    }
+
+    #[test]
+    fn negation_is_pushed_inward() {
+        // not (a or b) = (not a) and (not b); not (a and b) = (not a) or (not b).
+        let (conjs, _, _) = normal("(<= (p ?x) (q ?x) (not (or (r ?x) (s ?x))))");
+        assert_eq!(conjs.len(), 1);
+        assert_eq!(shape(&conjs[0]), ["pos", "neg", "neg"]);
+        let (conjs, _, _) = normal("(<= (p ?x) (q ?x) (not (and (r ?x) (not (s ?x)))))");
+        assert_eq!(conjs.len(), 2);
+        assert_eq!(shape(&conjs[0]), ["pos", "neg"]);
+        assert_eq!(shape(&conjs[1]), ["pos", "pos"]);
+    }
+
+    #[test]
+    fn not_distinct_is_equality() {
+        let (conjs, _, _) = normal("(<= (p ?x ?y) (q ?x) (q ?y) (not (distinct ?x ?y)))");
+        assert_eq!(shape(&conjs[0]), ["pos", "pos", "equal"]);
+        let (conjs, _, _) = normal("(<= (p ?x ?y) (q ?x) (q ?y) (not (not (distinct ?x ?y))))");
+        assert_eq!(shape(&conjs[0]), ["pos", "pos", "distinct"]);
+    }
+
+    #[test]
+    fn ground_distincts_are_decided() {
+        let (conjs, _, _) = normal("(<= (p ?x) (q ?x) (distinct a b)) (<= (p ?x) (q ?x) (distinct a a))");
+        assert_eq!(conjs.len(), 1, "the rule with (distinct a a) can never fire");
+        assert_eq!(shape(&conjs[0]), ["pos"]);
+        let (conjs, _, _) = normal("(<= (p ?x) (q ?x) (or (distinct (f a) (f a)) (r ?x)))");
+        assert_eq!(conjs.len(), 1);
+    }
+
+    #[test]
+    fn ground_subterms_are_interned_once() {
+        let (conjs, store, _) = normal("(<= (p (f a) ?x) (q (f a) ?x))");
+        let Item::Pos(q) = &conjs[0].body[0] else {
+            panic!("a positive literal")
+        };
+        assert_eq!(conjs[0].head.args[0], q.args[0]);
+        assert!(matches!(q.args[0], Pat::Ground(_)));
+        assert!(store.len() >= 2);
+        assert_eq!(conjs[0].nvars, 1);
+    }
+
+    #[test]
+    fn repeated_literals_are_dropped() {
+        let (conjs, _, _) = normal("(<= (p ?x) (q ?x) (q ?x) (not (r ?x)) (not (r ?x)))");
+        assert_eq!(shape(&conjs[0]), ["pos", "neg"]);
+    }
+}

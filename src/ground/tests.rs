@@ -1,0 +1,530 @@
+//! Tests of the grounder on small games written for one trap each. Most check the ground
+//! program's behaviour against the reference evaluator on seeded random playouts (the ground
+//! evaluator and the reference must agree on every state), and some check the shape of the
+//! program itself: which atoms and literals the grounder keeps.
+
+use super::*;
+use crate::compare::{self, Cursor};
+use crate::gdl;
+use crate::reference::Reference;
+use std::time::Duration;
+
+fn parse(src: &str) -> gdl::Description {
+    match gdl::parse(src) {
+        Ok(d) => d,
+        Err(e) => panic!("the test game does not parse: {e}"),
+    }
+}
+
+fn ground_src(src: &str) -> Grounded {
+    match ground(&parse(src), &GroundLimits::default()) {
+        Ok(g) => g,
+        Err(e) => panic!("the test game does not ground: {e}"),
+    }
+}
+
+/// Plays seeded random games of `src` on the reference and the ground evaluator side by side
+/// and asserts that they agree everywhere; returns how many states were compared.
+fn agrees(src: &str, playouts: usize) -> u64 {
+    let desc = parse(src);
+    let reference = Reference::new(&desc).expect("the reference takes the game");
+    let machine = GroundMachine::new(ground_src(src)).expect("the ground evaluator takes the program");
+    let mut engines: Vec<Box<dyn Cursor + '_>> = vec![compare::cursor(&reference), compare::cursor(&machine)];
+    let report = compare::lockstep(&mut engines, playouts, 7, 200).expect("the playouts run");
+    assert!(
+        report.is_clean(),
+        "the ground program disagrees with the reference: {report}"
+    );
+    assert!(report.states > 0, "no state was compared");
+    report.states
+}
+
+/// The texts of the atoms of `g` of the kinds `keep` selects, sorted.
+fn texts(g: &Grounded, keep: impl Fn(&AtomKind) -> bool) -> Vec<String> {
+    let mut out: Vec<String> = g
+        .atoms
+        .iter()
+        .filter(|a| keep(&a.kind))
+        .map(|a| a.text.clone())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every ground rule as text: `head <= lit lit`, negated literals as `(not x)`, sorted.
+fn rules(g: &Grounded) -> Vec<String> {
+    let name = |a: AtomId| {
+        let atom = &g.atoms[a.index()];
+        match atom.kind {
+            AtomKind::True => format!("(true {})", atom.text),
+            AtomKind::Does { role } => format!("(does {} {})", g.roles[role as usize], atom.text),
+            AtomKind::Next => format!("(next {})", atom.text),
+            AtomKind::Legal { role } => format!("(legal {} {})", g.roles[role as usize], atom.text),
+            _ => atom.text.clone(),
+        }
+    };
+    let mut out: Vec<String> = g
+        .rules
+        .iter()
+        .map(|r| {
+            let mut s = format!("{} <=", name(r.head));
+            for l in &r.body {
+                if l.negated {
+                    s += &format!(" (not {})", name(l.atom));
+                } else {
+                    s += &format!(" {}", name(l.atom));
+                }
+            }
+            s
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A counter game: the state counts 0 → 3, with moves that depend on static and dynamic
+/// relations, so that every test below can plug its trap into a playable game.
+const COUNTER: &str = "
+    (role robot)
+    (init (count 0))
+    (succ 0 1) (succ 1 2) (succ 2 3)
+    (<= (legal robot (inc ?y)) (true (count ?x)) (succ ?x ?y))
+    (<= (next (count ?y)) (does robot (inc ?y)))
+    (<= terminal (true (count 3)))
+    (goal robot 100)
+";
+
+#[test]
+fn static_relations_are_folded_into_the_rules() {
+    let g = ground_src(COUNTER);
+    assert!(
+        g.atoms.iter().all(|a| !a.text.contains("succ")),
+        "no atom names the static succ"
+    );
+    assert_eq!(
+        texts(&g, |k| matches!(k, AtomKind::Legal { .. })),
+        ["(inc 1)", "(inc 2)", "(inc 3)"]
+    );
+    assert!(rules(&g).contains(&"(legal robot (inc 1)) <= (true (count 0))".to_string()));
+    assert_eq!(g.roles, ["robot"]);
+    assert_eq!(g.init.len(), 1);
+    assert_eq!(g.atoms[g.init[0].index()].text, "(count 0)");
+    agrees(COUNTER, 5);
+}
+
+#[test]
+fn every_legal_has_its_does_twin_and_every_next_its_true_twin() {
+    let g = ground_src(COUNTER);
+    let legal = texts(&g, |k| matches!(k, AtomKind::Legal { .. }));
+    let does = texts(&g, |k| matches!(k, AtomKind::Does { .. }));
+    assert_eq!(legal, does);
+    let next = texts(&g, |k| *k == AtomKind::Next);
+    let state = texts(&g, |k| *k == AtomKind::True);
+    assert!(next.iter().all(|n| state.contains(n)), "{next:?} ⊆ {state:?}");
+    assert_eq!(state, ["(count 0)", "(count 1)", "(count 2)", "(count 3)"]);
+}
+
+#[test]
+fn or_and_and_in_bodies_become_several_rules() {
+    let src = "
+        (role robot)
+        (init (at 1))
+        (edge 1 2) (edge 2 3) (edge 3 1)
+        (<= (legal robot (go ?y)) (true (at ?x)) (or (edge ?x ?y) (and (edge ?y ?x) (distinct ?y 1))))
+        (<= (next (at ?y)) (does robot (go ?y)))
+        (<= (next (moved)) (or (does robot (go 1)) (does robot (go 2))))
+        (<= terminal (true (at 3)))
+        (goal robot 100)
+    ";
+    agrees(src, 10);
+    let g = ground_src(src);
+    let rules = rules(&g);
+    assert!(
+        rules.contains(&"(next (moved)) <= (does robot (go 1))".to_string()),
+        "{rules:?}"
+    );
+    assert!(
+        rules.contains(&"(next (moved)) <= (does robot (go 2))".to_string()),
+        "{rules:?}"
+    );
+}
+
+#[test]
+fn static_recursion_is_evaluated_exactly() {
+    // `reach` is the transitive closure of `edge`: 1 → 2 → 3 → 4, and 5 on its own.
+    let src = "
+        (role robot)
+        (init (at 1))
+        (edge 1 2) (edge 2 3) (edge 3 4) (edge 5 5)
+        (<= (reach ?x ?y) (edge ?x ?y))
+        (<= (reach ?x ?z) (edge ?x ?y) (reach ?y ?z))
+        (<= (legal robot (jump ?y)) (true (at ?x)) (reach ?x ?y))
+        (<= (next (at ?y)) (does robot (jump ?y)))
+        (<= terminal (true (at 4)))
+        (goal robot 100)
+    ";
+    agrees(src, 10);
+    let g = ground_src(src);
+    assert_eq!(
+        texts(&g, |k| matches!(k, AtomKind::Legal { .. })),
+        ["(jump 2)", "(jump 3)", "(jump 4)"]
+    );
+}
+
+#[test]
+fn dynamic_recursion_across_relations_is_grounded() {
+    // `linked` and `chain` call each other and read the state: a path of marked cells.
+    let src = "
+        (role robot)
+        (init (mark 1))
+        (succ 1 2) (succ 2 3) (succ 3 4)
+        (<= (legal robot (put ?y)) (succ ?x ?y) (not (true (mark ?y))))
+        (<= (next (mark ?y)) (does robot (put ?y)))
+        (<= (next (mark ?y)) (true (mark ?y)))
+        (<= (linked ?x ?y) (true (mark ?x)) (succ ?x ?y) (true (mark ?y)))
+        (<= (chain ?x ?y) (linked ?x ?y))
+        (<= (chain ?x ?z) (linked ?x ?y) (chain2 ?y ?z))
+        (<= (chain2 ?y ?z) (chain ?y ?z))
+        (<= terminal (chain 1 4))
+        (goal robot 100)
+    ";
+    agrees(src, 10);
+    let g = ground_src(src);
+    assert!(texts(&g, |k| *k == AtomKind::View).contains(&"(chain 1 4)".to_string()));
+}
+
+#[test]
+fn negation_static_is_decided_and_dynamic_is_kept() {
+    let src = "
+        (role robot)
+        (init (at 1))
+        (cell 1) (cell 2) (cell 3) (blocked 2)
+        (<= (free ?x) (cell ?x) (not (blocked ?x)))
+        (<= (legal robot (go ?x)) (free ?x) (not (true (at ?x))))
+        (<= (next (at ?x)) (does robot (go ?x)))
+        (<= terminal (not (true (at 1))))
+        (goal robot 100)
+    ";
+    agrees(src, 10);
+    let g = ground_src(src);
+    // `free` is static: folded away, and (go 2) is never legal.
+    assert_eq!(
+        texts(&g, |k| matches!(k, AtomKind::Legal { .. })),
+        ["(go 1)", "(go 3)"]
+    );
+    let rules = rules(&g);
+    assert!(
+        rules.contains(&"(legal robot (go 3)) <= (not (true (at 3)))".to_string()),
+        "{rules:?}"
+    );
+}
+
+#[test]
+fn a_negated_atom_that_can_never_hold_is_dropped() {
+    // (at 9) is never in the state, so (not (true (at 9))) is always true.
+    let src = "
+        (role robot)
+        (init (at 1))
+        (<= (legal robot stay) (not (true (at 9))) (true (at 1)))
+        (<= (next (at 1)) (true (at 1)))
+        (<= terminal (true (at 9)))
+        (goal robot 100)
+    ";
+    let g = ground_src(src);
+    assert!(rules(&g).contains(&"(legal robot stay) <= (true (at 1))".to_string()));
+    // A rule with both x and (not x) never fires and is left out.
+    let src = "
+        (role robot)
+        (init (at 1))
+        (legal robot stay)
+        (<= (next (at 1)) (true (at 1)) (not (true (at 1))))
+        (<= terminal (true (at 1)))
+        (goal robot 100)
+    ";
+    let g = ground_src(src);
+    assert!(
+        rules(&g).iter().all(|r| !r.starts_with("(next")),
+        "{:?}",
+        rules(&g)
+    );
+}
+
+#[test]
+fn role_variables_of_legal_and_goal_range_over_the_roles() {
+    // The corpus case: (legal ?p ?p) with a body that does not bind ?p.
+    let src = "
+        (role white)
+        (role black)
+        (init (cell 1 1))
+        (cell 1 1)
+        (<= (legal ?p ?p) (cell 1 1))
+        (<= (next (cell 1 1)) (true (cell 1 1)))
+        (<= terminal (true (cell 1 1)))
+        (<= (goal ?r 100) (true (cell 1 1)))
+    ";
+    let g = ground_src(src);
+    assert_eq!(
+        texts(&g, |k| matches!(k, AtomKind::Legal { .. })),
+        ["black", "white"]
+    );
+    let mut goals = texts(&g, |k| matches!(k, AtomKind::Goal { .. }));
+    goals.sort();
+    assert_eq!(goals, ["(goal black 100)", "(goal white 100)"]);
+    agrees(src, 2);
+}
+
+#[test]
+fn legal_of_something_that_is_not_a_role_is_dropped() {
+    let src = "
+        (role robot)
+        (init (on))
+        (legal robot noop)
+        (legal ghost noop)
+        (<= (next (on)) (true (on)))
+        (<= terminal (true (on)))
+        (goal robot 100)
+    ";
+    let g = ground_src(src);
+    assert_eq!(texts(&g, |k| matches!(k, AtomKind::Legal { .. })).len(), 1);
+}
+
+#[test]
+fn zero_arity_relations_and_bodiless_rules() {
+    let src = "
+        (role robot)
+        (init on)
+        (legal robot press)
+        (<= (legal robot wait))
+        (<= (next on) (true on) (does robot wait))
+        (<= (next off) (does robot press))
+        (<= lit (true on))
+        (<= terminal (not lit))
+        (goal robot 100)
+    ";
+    agrees(src, 5);
+    let g = ground_src(src);
+    let rules = rules(&g);
+    assert!(rules.contains(&"(legal robot press) <=".to_string()), "{rules:?}");
+    assert!(rules.contains(&"lit <= (true on)".to_string()), "{rules:?}");
+    assert!(rules.contains(&"terminal <= (not lit)".to_string()), "{rules:?}");
+}
+
+#[test]
+fn undefined_relations_are_false() {
+    let src = "
+        (role robot)
+        (init (at 1))
+        (<= (legal robot go) (true (at 1)))
+        (<= (legal robot fly) (true (at 1)) (wings ?x))
+        (<= (next (at 2)) (does robot go) (not (gravity)))
+        (<= terminal (true (at 2)))
+        (goal robot 100)
+    ";
+    agrees(src, 3);
+    let g = ground_src(src);
+    assert_eq!(texts(&g, |k| matches!(k, AtomKind::Legal { .. })), ["go"]);
+    assert!(rules(&g).contains(&"(next (at 2)) <= (does robot go)".to_string()));
+}
+
+#[test]
+fn distinct_first_in_a_body_and_negated_distinct() {
+    let src = "
+        (role robot)
+        (init (at 1))
+        (cell 1) (cell 2) (cell 3)
+        (<= (legal robot (go ?y)) (distinct ?x ?y) (true (at ?x)) (cell ?y))
+        (<= (next (at ?y)) (does robot (go ?y)))
+        (<= (same ?x ?y) (not (distinct ?x ?y)) (true (at ?x)) (cell ?y))
+        (<= terminal (same ?x 3))
+        (goal robot 100)
+    ";
+    agrees(src, 10);
+    let g = ground_src(src);
+    let rules = rules(&g);
+    assert!(
+        rules.contains(&"(same 3 3) <= (true (at 3))".to_string()),
+        "{rules:?}"
+    );
+    assert!(!rules.iter().any(|r| r.starts_with("(same 1 3)")), "{rules:?}");
+    assert!(!rules.contains(&"(legal robot (go 1)) <= (true (at 1))".to_string()));
+}
+
+#[test]
+fn time_invariant_views_read_by_dynamic_rules() {
+    let src = "
+        (role robot)
+        (succ 1 2) (succ 2 3)
+        (<= (adjacent ?x ?y) (succ ?x ?y))
+        (<= (adjacent ?x ?y) (succ ?y ?x))
+        (init (pos 1))
+        (<= (legal robot (move ?y)) (true (pos ?x)) (adjacent ?x ?y))
+        (<= (next (pos ?y)) (does robot (move ?y)))
+        (<= terminal (true (pos 3)))
+        (goal robot 100)
+    ";
+    agrees(src, 10);
+}
+
+#[test]
+fn the_state_includes_what_next_can_produce_beyond_init() {
+    // (flag) is never initial and only `next` can make it hold.
+    let src = "
+        (role robot)
+        (init (count 0))
+        (succ 0 1) (succ 1 2)
+        (<= (legal robot tick) (true (count ?x)))
+        (<= (next (count ?y)) (true (count ?x)) (succ ?x ?y))
+        (<= (next flag) (true (count 1)))
+        (<= terminal (true flag) (true (count 2)))
+        (goal robot 100)
+    ";
+    agrees(src, 2);
+    let g = ground_src(src);
+    assert!(texts(&g, |k| *k == AtomKind::True).contains(&"flag".to_string()));
+}
+
+#[test]
+fn does_for_a_move_that_is_never_legal_is_false() {
+    let src = "
+        (role robot)
+        (init (at 1))
+        (legal robot go)
+        (<= (next (at 2)) (does robot go))
+        (<= (next (at 3)) (does robot teleport))
+        (<= terminal (true (at 2)))
+        (goal robot 100)
+    ";
+    let g = ground_src(src);
+    assert!(!texts(&g, |k| *k == AtomKind::Next).contains(&"(at 3)".to_string()));
+    assert_eq!(texts(&g, |k| matches!(k, AtomKind::Does { .. })), ["go"]);
+}
+
+#[test]
+fn demand_driven_relations_are_grounded_only_where_called() {
+    // `count` could hold for every pair of cells, but it is only called for (a b).
+    let src = "
+        (role robot)
+        (cell a) (cell b) (cell c) (cell d)
+        (init (on a))
+        (<= (legal robot (light ?x)) (cell ?x) (not (true (on ?x))))
+        (<= (next (on ?x)) (does robot (light ?x)))
+        (<= (next (on ?x)) (true (on ?x)))
+        (<= (both ?x ?y) (true (on ?x)) (true (on ?y)))
+        (<= terminal (both a b))
+        (goal robot 100)
+    ";
+    agrees(src, 5);
+    let g = ground_src(src);
+    assert_eq!(texts(&g, |k| *k == AtomKind::View), ["(both a b)"]);
+}
+
+#[test]
+fn list_helpers_called_with_their_inputs_are_grounded() {
+    // `append` is unsafe on its own; the calls bind its first two arguments.
+    let src = "
+        (role robot)
+        (init (list (cons a nil)))
+        (<= (append nil ?l ?l))
+        (<= (append (cons ?x ?a) ?b (cons ?x ?c)) (append ?a ?b ?c))
+        (<= (legal robot grow) (true (list ?l)) (not (true (list (cons a (cons b (cons b nil)))))))
+        (<= (legal robot stop) (true (list (cons a (cons b (cons b nil))))))
+        (<= (next (list ?m)) (true (list ?l)) (does robot grow) (append ?l (cons b nil) ?m))
+        (<= (next (list ?l)) (true (list ?l)) (does robot stop))
+        (<= (next done) (does robot stop))
+        (<= terminal (true done))
+        (goal robot 100)
+    ";
+    // In the over-approximation the list grows without end; the grounder stops at the term
+    // depth limit, naming the relation that grew.
+    match ground(&parse(src), &GroundLimits::default()) {
+        Err(GroundError::Limit { limit, relation, .. }) => {
+            assert_eq!(limit, "term_depth");
+            assert!(relation == "append/3" || relation == "next/1", "{relation}");
+        }
+        other => panic!("expected a term depth limit, got {other:?}"),
+    }
+}
+
+#[test]
+fn goal_values_must_be_natural_numbers() {
+    let src = "(role robot)\n(init on)\n(legal robot wait)\n(<= (next on) (true on))\n(<= terminal (true on))\n(goal robot high)\n";
+    match ground(&parse(src), &GroundLimits::default()) {
+        Err(GroundError::Unsupported { line, col, message }) => {
+            assert_eq!((line, col), (6, 1), "{message}");
+            assert!(message.contains("high"), "{message}");
+        }
+        other => panic!("expected an unsupported goal value, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_relation_called_with_different_arguments_bound_cannot_be_grounded_on_demand() {
+    // `eq` is safe whichever argument a call binds, but the calls bind different ones, so no
+    // argument is bound at every call. FIXME: grounding one copy of `eq` per call pattern would
+    // accept this game.
+    let src = "(role robot)\n(init (at 1))\n(legal robot wait)\n(eq ?x ?x)\n\
+               (<= (next (at 1)) (true (at ?x)) (eq ?x ?y))\n\
+               (<= terminal (true (at ?y)) (eq ?x ?y))\n(goal robot 100)\n";
+    let desc = match gdl::parse(src) {
+        Ok(d) => d,
+        Err(e) => panic!("the front end should accept the game: {e}"),
+    };
+    match ground(&desc, &GroundLimits::default()) {
+        Err(GroundError::Unsupported { line, message, .. }) => {
+            assert_eq!(line, 4, "{message}");
+            assert!(message.contains("(eq ?x ?x)"), "{message}");
+        }
+        other => panic!("expected an unsupported rule, got {other:?}"),
+    }
+}
+
+#[test]
+fn tiny_limits_stop_with_the_limit_and_the_relation() {
+    let desc = parse(COUNTER);
+    let limits = GroundLimits {
+        max_atoms: 3,
+        ..GroundLimits::default()
+    };
+    match ground(&desc, &limits) {
+        Err(GroundError::Limit {
+            limit,
+            value,
+            relation,
+        }) => {
+            assert_eq!((limit, value), ("max_atoms", 3));
+            assert!(relation.contains('/'), "{relation}");
+        }
+        other => panic!("expected an atom limit, got {other:?}"),
+    }
+    let limits = GroundLimits {
+        max_rules: 1,
+        ..GroundLimits::default()
+    };
+    match ground(&desc, &limits) {
+        Err(GroundError::Limit { limit, relation, .. }) => {
+            assert_eq!(limit, "max_rules");
+            assert_eq!(relation, "legal/2");
+        }
+        other => panic!("expected a rule limit, got {other:?}"),
+    }
+    let limits = GroundLimits {
+        max_time: Duration::ZERO,
+        ..GroundLimits::default()
+    };
+    assert!(matches!(
+        ground(&desc, &limits),
+        Err(GroundError::Limit {
+            limit: "max_time",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn the_ground_program_is_deterministic() {
+    let a = ground_src(COUNTER);
+    let b = ground_src(COUNTER);
+    assert_eq!(a.atoms, b.atoms);
+    assert_eq!(a.rules, b.rules);
+    assert_eq!(a.init, b.init);
+}

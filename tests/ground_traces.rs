@@ -1,0 +1,55 @@
+//! The grounder, through the naive ground evaluator, replays every trace of the corpus
+//! (../shared/traces), written by an independent prover, with zero mismatches: the differential
+//! test of the grounder on its own, before any net is built.
+//!
+//! Games the grounder cannot handle yet are listed in `tests/common/mod.rs` and checked there
+//! by the interpreter tests. `PROPJET_GAMES=name` replays only the traces whose name contains
+//! `name`.
+
+mod common;
+
+use common::{
+    assert_no_failures, compiles_at_best_slowly, corpus_traces, judge, run_all, stem, test_options,
+};
+use propjet::compare;
+use propjet::gdl;
+use propjet::ground::{self, GroundMachine};
+use propjet::trace;
+use std::path::Path;
+
+/// Parses and grounds the game, builds the ground evaluator and replays the trace.
+fn replay_game(games: &Path, trace_path: &Path, game: &str) -> Result<compare::Report, String> {
+    let kif = games.join(format!("{game}.kif"));
+    let text = std::fs::read_to_string(&kif).map_err(|e| format!("cannot read {}: {e}", kif.display()))?;
+    let desc = gdl::parse(&text).map_err(|e| format!("the front end rejects the game: {e}"))?;
+    let grounded =
+        ground::ground(&desc, &test_options().ground).map_err(|e| format!("does not compile: {e}"))?;
+    let machine =
+        GroundMachine::new(grounded).map_err(|e| format!("the ground evaluator refuses the program: {e}"))?;
+    let trace = trace::read_trace(trace_path).map_err(|e| e.to_string())?;
+    if trace.playouts.iter().any(|p| p.header.game != game) {
+        return Err(format!("{} holds playouts of another game", trace_path.display()));
+    }
+    Ok(compare::replay_trace(&machine, &trace))
+}
+
+#[test]
+fn ground_program_replays_every_corpus_trace_without_a_mismatch() {
+    let Some(mut traces) = corpus_traces("the ground trace replay") else {
+        return;
+    };
+    traces.retain(|p| !compiles_at_best_slowly(p));
+    let games = traces[0]
+        .parent()
+        .and_then(Path::parent)
+        .expect("traces lie in shared/traces")
+        .join("games");
+    let outcomes = run_all("ground program trace replay", &traces, |path| {
+        replay_game(&games, path, &stem(path))
+    });
+    let failures: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| judge(&o.name, &o.result))
+        .collect();
+    assert_no_failures(&failures, outcomes.len());
+}
