@@ -45,6 +45,77 @@ impl MoveSet {
     }
 }
 
+/// The and (`is_and`) or the or of two move sets, when it is again a move set.
+fn combine(mut a: MoveSet, set: MoveSet, is_and: bool) -> Result<MoveSet, String> {
+    let same_role = match (a.single_role(), set.single_role()) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    };
+    let fits = same_role || (is_and && a.is_all() && set.is_all()) || (!is_and && a.is_any() && set.is_any());
+    if !fits {
+        return Err(format!(
+            "is {} over moves of several roles that is not one of per-role sets",
+            if is_and { "a conjunction" } else { "a disjunction" }
+        ));
+    }
+    for (r, s) in set.sets.into_iter().enumerate() {
+        let Some(s) = s else { continue };
+        match &mut a.sets[r] {
+            None => a.sets[r] = Some(s),
+            Some(bits) => {
+                for (w, v) in bits.iter_mut().zip(&s) {
+                    if is_and {
+                        *w &= v;
+                    } else {
+                        *w |= v;
+                    }
+                }
+            }
+        }
+    }
+    a.all = is_and;
+    if a.single_role().is_some() {
+        a.all = false;
+    }
+    Ok(a)
+}
+
+/// The move sets a state-level gate reads: its move-level operands combined into one set
+/// under the gate's own operator where that is a move set, else each on its own. Only the
+/// gate's value matters, so inputs that agree on the combined set are alike for it.
+fn gate_boundary(
+    node: &Node,
+    cones: &Cones,
+    sets: &[Option<Result<MoveSet, String>>],
+) -> Result<Vec<(MoveSet, Option<NodeId>)>, (NodeId, String)> {
+    let mut singles = Vec::new();
+    for op in node.operands() {
+        if !cones.is_move_level(op.index()) {
+            continue;
+        }
+        match &sets[op.index()] {
+            Some(Ok(set)) => singles.push((set.clone(), Some(*op))),
+            Some(Err(why)) => return Err((*op, why.clone())),
+            None => {}
+        }
+    }
+    if singles.len() < 2 {
+        return Ok(singles);
+    }
+    let is_and = matches!(node, Node::And(_));
+    let mut acc: Option<MoveSet> = None;
+    for (set, _) in &singles {
+        acc = Some(match acc {
+            None => set.clone(),
+            Some(a) => match combine(a, set.clone(), is_and) {
+                Ok(c) => c,
+                Err(_) => return Ok(singles),
+            },
+        });
+    }
+    Ok(acc.into_iter().map(|c| (c, None)).collect())
+}
+
 /// Computes the move set of every move-level node, or why a node has none.
 fn move_sets(net: &Propnet, cones: &Cones) -> Vec<Option<Result<MoveSet, String>>> {
     let roles = net.roles.len();
@@ -75,7 +146,7 @@ fn move_sets(net: &Propnet, cones: &Cones) -> Vec<Option<Result<MoveSet, String>
                 }
                 Node::Not(x) => {
                     let mut inner = out[x.index()].clone().expect("a move-level operand")?;
-                    inner.all = !inner.all;
+                    inner.all = !inner.all && inner.single_role().is_none();
                     for (r, set) in inner.sets.iter_mut().enumerate() {
                         let Some(bits) = set else { continue };
                         let len = range[r].1 - range[r].0;
@@ -107,38 +178,7 @@ fn move_sets(net: &Propnet, cones: &Cones) -> Vec<Option<Result<MoveSet, String>
                         let set = set.clone()?;
                         acc = Some(match acc {
                             None => set,
-                            Some(mut a) => {
-                                let same_role = match (a.single_role(), set.single_role()) {
-                                    (Some(x), Some(y)) => x == y,
-                                    _ => false,
-                                };
-                                let fits = same_role
-                                    || (is_and && a.is_all() && set.is_all())
-                                    || (!is_and && a.is_any() && set.is_any());
-                                if !fits {
-                                    return Err(format!(
-                                        "is {} over moves of several roles that is not one of per-role sets",
-                                        if is_and { "a conjunction" } else { "a disjunction" }
-                                    ));
-                                }
-                                for (r, s) in set.sets.into_iter().enumerate() {
-                                    let Some(s) = s else { continue };
-                                    match &mut a.sets[r] {
-                                        None => a.sets[r] = Some(s),
-                                        Some(bits) => {
-                                            for (w, v) in bits.iter_mut().zip(&s) {
-                                                if is_and {
-                                                    *w &= v;
-                                                } else {
-                                                    *w |= v;
-                                                }
-                                            }
-                                        }
-                                    }
-                                }
-                                a.all = is_and;
-                                a
-                            }
+                            Some(a) => combine(a, set, is_and)?,
                         });
                     }
                     acc.ok_or_else(|| "has no move operand".to_string())
@@ -173,6 +213,31 @@ fn role_inputs(net: &Propnet, set: &MoveSet) -> Vec<Vec<usize>> {
 /// The whole-game inputs in a move set, of every role.
 fn set_inputs(net: &Propnet, set: &MoveSet) -> Vec<usize> {
     role_inputs(net, set).concat()
+}
+
+/// Distinct move sets, numbered, each with a node that computes it alone if there is one.
+#[derive(Default)]
+struct Contents {
+    ids: HashMap<(bool, Vec<Option<Vec<u64>>>), u32>,
+    sets: Vec<MoveSet>,
+    names: Vec<Option<NodeId>>,
+}
+
+impl Contents {
+    fn intern(&mut self, set: MoveSet, name: Option<NodeId>) -> u32 {
+        let key = (set.all, set.sets.clone());
+        if let Some(&id) = self.ids.get(&key) {
+            if self.names[id as usize].is_none() {
+                self.names[id as usize] = name;
+            }
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.ids.insert(key, id);
+        self.sets.push(set);
+        self.names.push(name);
+        id
+    }
 }
 
 /// The conjuncts of a legal node: its and-operands, split further while they read more than
@@ -259,6 +324,7 @@ pub fn factor(
         return Err(notes);
     }
     let sets = move_sets(net, cones);
+    let mut contents = Contents::default();
     let mut uf = UnionFind::new(ncomp);
     let round = loop {
         let mut number = vec![None; ncomp];
@@ -310,57 +376,51 @@ pub fn factor(
             continue;
         }
 
-        // The boundary of each factor: the move-level nodes its transitions read.
+        // The boundary of each factor: the move sets its transitions read, each identified by
+        // its content so that equal functions of the moves count once.
         let mut boundary: Vec<Vec<u32>> = vec![Vec::new(); groups];
-        let mut add_boundary = |g: usize, m: usize| -> Result<(), Obstacle> {
-            match &sets[m] {
-                Some(Ok(_)) => {
-                    boundary[g].push(m as u32);
-                    Ok(())
-                }
-                Some(Err(why)) => Err(Obstacle::MoveNode {
-                    node: node_name(net, NodeId(m as u32)),
-                    why: why.clone(),
-                }),
-                None => Ok(()),
-            }
-        };
         for (i, node) in net.nodes.iter().enumerate() {
-            if !cones.in_next_cone[i] || !cones.has_state[i] {
-                continue;
-            }
-            let Reach::Local(Some(g)) = reach[i] else {
-                continue;
+            let g = match reach[i] {
+                Reach::Local(Some(g)) if cones.in_next_cone[i] && cones.has_state[i] => g,
+                _ => continue,
             };
-            for op in node.operands() {
-                if cones.is_move_level(op.index()) {
-                    if let Err(o) = add_boundary(g as usize, op.index()) {
-                        notes.push(o);
-                        return Err(notes);
+            match gate_boundary(node, cones, &sets) {
+                Ok(found) => {
+                    for (set, name) in found {
+                        boundary[g as usize].push(contents.intern(set, name));
                     }
+                }
+                Err((op, why)) => {
+                    notes.push(Obstacle::MoveNode {
+                        node: node_name(net, op),
+                        why,
+                    });
+                    return Err(notes);
                 }
             }
         }
         for (b, base) in net.bases.iter().enumerate() {
-            if let Some(g) = group_of_base[b] {
-                if cones.is_move_level(base.next.index()) {
-                    if let Err(o) = add_boundary(g as usize, base.next.index()) {
-                        notes.push(o);
-                        return Err(notes);
-                    }
+            let Some(g) = group_of_base[b] else { continue };
+            let m = base.next.index();
+            match &sets[m] {
+                Some(Ok(set)) => boundary[g as usize].push(contents.intern(set.clone(), Some(base.next))),
+                Some(Err(why)) => {
+                    notes.push(Obstacle::MoveNode {
+                        node: node_name(net, base.next),
+                        why: why.clone(),
+                    });
+                    return Err(notes);
                 }
+                None => {}
             }
         }
-        // The signature of each input: the boundary nodes it makes true, by group.
+        // The signature of each input: the boundary sets that hold it, by group.
         let mut sig: Vec<Vec<(u32, u32)>> = vec![Vec::new(); net.inputs.len()];
-        for (g, nodes) in boundary.iter_mut().enumerate() {
-            nodes.sort_unstable();
-            nodes.dedup();
-            for &m in nodes.iter() {
-                let Some(Ok(set)) = &sets[m as usize] else {
-                    continue;
-                };
-                for x in set_inputs(net, set) {
+        for (g, ids) in boundary.iter_mut().enumerate() {
+            ids.sort_unstable();
+            ids.dedup();
+            for &m in ids.iter() {
+                for x in set_inputs(net, &contents.sets[m as usize]) {
                     sig[x].push((g as u32, m));
                 }
             }
@@ -513,7 +573,7 @@ pub fn factor(
             shared_input,
         };
     };
-    build(net, cones, &sets, round).map_err(|o| {
+    build(net, cones, &sets, &contents, round).map_err(|o| {
         notes.push(o);
         notes
     })
@@ -637,22 +697,7 @@ impl Copier<'_> {
                 let Some(Ok(set)) = &self.sets[i] else {
                     unreachable!("boundary nodes have move sets");
                 };
-                // Per constrained role, the or of the factor inputs in its set; then the or
-                // or the and of those, as the node combines roles.
-                let all = set.all;
-                let mut per_role: Vec<NodeId> = Vec::new();
-                for xs in role_inputs(self.net, set) {
-                    let mut ks: Vec<u32> = xs.into_iter().filter_map(|x| self.input_of[x]).collect();
-                    ks.sort_unstable();
-                    ks.dedup();
-                    let ops: Vec<NodeId> = ks.into_iter().map(|k| self.input(k)).collect();
-                    per_role.push(self.push(Node::Or(ops)));
-                }
-                let new = if all {
-                    self.push(Node::And(per_role))
-                } else {
-                    self.push(Node::Or(per_role))
-                };
+                let new = self.replace(&set.clone());
                 self.memo.insert(id, new);
                 continue;
             }
@@ -660,7 +705,7 @@ impl Copier<'_> {
             if !expanded && node.is_gate() {
                 stack.push((id, true));
                 for op in node.operands() {
-                    if !self.memo.contains_key(op) {
+                    if !self.memo.contains_key(op) && !self.cones.is_move_level(op.index()) {
                         stack.push((*op, false));
                     }
                 }
@@ -671,13 +716,47 @@ impl Copier<'_> {
                 Node::Base(b) => Node::Base(self.base_index[b]),
                 Node::Input(_) => unreachable!("inputs are move-level"),
                 Node::Not(x) => Node::Not(self.memo[x]),
-                Node::And(ops) => Node::And(ops.iter().map(|o| self.memo[o]).collect()),
-                Node::Or(ops) => Node::Or(ops.iter().map(|o| self.memo[o]).collect()),
+                Node::And(ops) | Node::Or(ops) => {
+                    // The move-level operands are replaced as the analysis saw them: combined
+                    // under the gate's operator where that is a move set, else one by one.
+                    let found = gate_boundary(node, self.cones, self.sets).expect("checked by the analysis");
+                    let mut new_ops: Vec<NodeId> = ops
+                        .iter()
+                        .filter(|o| !self.cones.is_move_level(o.index()))
+                        .map(|o| self.memo[o])
+                        .collect();
+                    for (set, _) in found {
+                        new_ops.push(self.replace(&set));
+                    }
+                    if matches!(node, Node::And(_)) {
+                        Node::And(new_ops)
+                    } else {
+                        Node::Or(new_ops)
+                    }
+                }
             };
             let new = self.push(new);
             self.memo.insert(id, new);
         }
         self.memo[&root]
+    }
+
+    /// A node computing move set `set` from the factor's inputs: per constrained role the or of
+    /// the factor inputs standing for its moves in the set, then the or (or the and) of those.
+    fn replace(&mut self, set: &MoveSet) -> NodeId {
+        let mut per_role: Vec<NodeId> = Vec::new();
+        for xs in role_inputs(self.net, set) {
+            let mut ks: Vec<u32> = xs.into_iter().filter_map(|x| self.input_of[x]).collect();
+            ks.sort_unstable();
+            ks.dedup();
+            let ops: Vec<NodeId> = ks.into_iter().map(|k| self.input(k)).collect();
+            per_role.push(self.push(Node::Or(ops)));
+        }
+        if set.all {
+            self.push(Node::And(per_role))
+        } else {
+            self.push(Node::Or(per_role))
+        }
     }
 
     fn and(&mut self, parts: &[NodeId]) -> NodeId {
@@ -707,18 +786,16 @@ impl Copier<'_> {
 }
 
 /// A name for a factor move: its boundary nodes, or `idle` when it changes nothing.
-fn key_name(net: &Propnet, key: &Key, whole: &[usize]) -> String {
+fn key_name(net: &Propnet, contents: &Contents, key: &Key, whole: &[usize]) -> String {
     if let [x] = whole {
         return net.inputs[*x].name.clone();
     }
     let named: Vec<u32> = key
         .0
         .iter()
-        .copied()
-        .filter(|&m| {
-            let id = NodeId(m);
-            matches!(net.node(id), Node::Input(_)) || net.views.iter().any(|(_, v)| *v == id)
-        })
+        .filter_map(|&m| contents.names[m as usize])
+        .filter(|&id| matches!(net.node(id), Node::Input(_)) || net.views.iter().any(|(_, v)| *v == id))
+        .map(|id| id.0)
         .collect();
     match named.as_slice() {
         [] => "idle".to_string(),
@@ -737,6 +814,7 @@ fn build(
     net: &Propnet,
     cones: &Cones,
     sets: &[Option<Result<MoveSet, String>>],
+    contents: &Contents,
     round: Round,
 ) -> Result<Factoring, Obstacle> {
     let Round {
@@ -782,7 +860,7 @@ fn build(
                     let whole: Vec<usize> = (0..net.inputs.len())
                         .filter(|&y| net.inputs[y].role.index() == r && !shared_input[y] && keys[y][g] == k)
                         .collect();
-                    let mut name = key_name(net, key, &whole);
+                    let mut name = key_name(net, contents, key, &whole);
                     let seen = names.entry(name.clone()).or_insert(0);
                     *seen += 1;
                     if *seen > 1 {
