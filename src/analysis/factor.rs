@@ -87,14 +87,14 @@ fn gate_boundary(
     node: &Node,
     cones: &Cones,
     sets: &[Option<Result<MoveSet, String>>],
-) -> Result<Vec<(MoveSet, Option<NodeId>)>, (NodeId, String)> {
+) -> Result<Vec<MoveSet>, (NodeId, String)> {
     let mut singles = Vec::new();
     for op in node.operands() {
         if !cones.is_move_level(op.index()) {
             continue;
         }
         match &sets[op.index()] {
-            Some(Ok(set)) => singles.push((set.clone(), Some(*op))),
+            Some(Ok(set)) => singles.push(set.clone()),
             Some(Err(why)) => return Err((*op, why.clone())),
             None => {}
         }
@@ -104,7 +104,7 @@ fn gate_boundary(
     }
     let is_and = matches!(node, Node::And(_));
     let mut acc: Option<MoveSet> = None;
-    for (set, _) in &singles {
+    for set in &singles {
         acc = Some(match acc {
             None => set.clone(),
             Some(a) => match combine(a, set.clone(), is_and) {
@@ -113,7 +113,7 @@ fn gate_boundary(
             },
         });
     }
-    Ok(acc.into_iter().map(|c| (c, None)).collect())
+    Ok(acc.into_iter().collect())
 }
 
 /// Computes the move set of every move-level node, or why a node has none.
@@ -215,27 +215,22 @@ fn set_inputs(net: &Propnet, set: &MoveSet) -> Vec<usize> {
     role_inputs(net, set).concat()
 }
 
-/// Distinct move sets, numbered, each with a node that computes it alone if there is one.
+/// Distinct move sets, numbered.
 #[derive(Default)]
 struct Contents {
     ids: HashMap<(bool, Vec<Option<Vec<u64>>>), u32>,
     sets: Vec<MoveSet>,
-    names: Vec<Option<NodeId>>,
 }
 
 impl Contents {
-    fn intern(&mut self, set: MoveSet, name: Option<NodeId>) -> u32 {
+    fn intern(&mut self, set: MoveSet) -> u32 {
         let key = (set.all, set.sets.clone());
         if let Some(&id) = self.ids.get(&key) {
-            if self.names[id as usize].is_none() {
-                self.names[id as usize] = name;
-            }
             return id;
         }
         let id = self.sets.len() as u32;
         self.ids.insert(key, id);
         self.sets.push(set);
-        self.names.push(name);
         id
     }
 }
@@ -386,8 +381,8 @@ pub fn factor(
             };
             match gate_boundary(node, cones, &sets) {
                 Ok(found) => {
-                    for (set, name) in found {
-                        boundary[g as usize].push(contents.intern(set, name));
+                    for set in found {
+                        boundary[g as usize].push(contents.intern(set));
                     }
                 }
                 Err((op, why)) => {
@@ -403,7 +398,7 @@ pub fn factor(
             let Some(g) = group_of_base[b] else { continue };
             let m = base.next.index();
             match &sets[m] {
-                Some(Ok(set)) => boundary[g as usize].push(contents.intern(set.clone(), Some(base.next))),
+                Some(Ok(set)) => boundary[g as usize].push(contents.intern(set.clone())),
                 Some(Err(why)) => {
                     notes.push(Obstacle::MoveNode {
                         node: node_name(net, base.next),
@@ -573,7 +568,7 @@ pub fn factor(
             shared_input,
         };
     };
-    build(net, cones, &sets, &contents, round).map_err(|o| {
+    build(net, cones, &sets, round).map_err(|o| {
         notes.push(o);
         notes
     })
@@ -725,7 +720,7 @@ impl Copier<'_> {
                         .filter(|o| !self.cones.is_move_level(o.index()))
                         .map(|o| self.memo[o])
                         .collect();
-                    for (set, _) in found {
+                    for set in found {
                         new_ops.push(self.replace(&set));
                     }
                     if matches!(node, Node::And(_)) {
@@ -785,36 +780,81 @@ impl Copier<'_> {
     }
 }
 
-/// A name for a factor move: its boundary nodes, or `idle` when it changes nothing.
-fn key_name(net: &Propnet, contents: &Contents, key: &Key, whole: &[usize]) -> String {
-    if let [x] = whole {
-        return net.inputs[*x].name.clone();
+/// A KIF term, for naming factor moves.
+#[derive(Clone, PartialEq, Eq, Debug)]
+enum Sx {
+    Atom(String),
+    List(Vec<Sx>),
+}
+
+impl Sx {
+    /// Parses canonical KIF text (single spaces); `None` if it is not one term.
+    fn parse(text: &str) -> Option<Sx> {
+        let mut stack: Vec<Vec<Sx>> = vec![Vec::new()];
+        let mut word = String::new();
+        for c in text.chars() {
+            if c == '(' || c == ')' || c == ' ' {
+                if !word.is_empty() {
+                    stack.last_mut()?.push(Sx::Atom(std::mem::take(&mut word)));
+                }
+                if c == '(' {
+                    stack.push(Vec::new());
+                } else if c == ')' {
+                    let list = stack.pop()?;
+                    stack.last_mut()?.push(Sx::List(list));
+                }
+            } else {
+                word.push(c);
+            }
+        }
+        if !word.is_empty() {
+            stack.last_mut()?.push(Sx::Atom(word));
+        }
+        match (stack.pop(), stack.is_empty()) {
+            (Some(mut top), true) if top.len() == 1 => top.pop(),
+            _ => None,
+        }
     }
-    let named: Vec<u32> = key
-        .0
-        .iter()
-        .filter_map(|&m| contents.names[m as usize])
-        .filter(|&id| matches!(net.node(id), Node::Input(_)) || net.views.iter().any(|(_, v)| *v == id))
-        .map(|id| id.0)
-        .collect();
-    match named.as_slice() {
-        [] => "idle".to_string(),
-        [m] => node_name(net, NodeId(*m)),
-        ms => format!(
-            "(moves {})",
-            ms.iter()
-                .map(|m| node_name(net, NodeId(*m)))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
+
+    /// The common shape of two terms: equal parts kept, differing parts `_`.
+    fn merge(&self, other: &Sx) -> Sx {
+        match (self, other) {
+            (a, b) if a == b => a.clone(),
+            (Sx::List(a), Sx::List(b)) if a.len() == b.len() => {
+                Sx::List(a.iter().zip(b).map(|(x, y)| x.merge(y)).collect())
+            }
+            _ => Sx::Atom("_".into()),
+        }
     }
+
+    fn text(&self) -> String {
+        match self {
+            Sx::Atom(a) => a.clone(),
+            Sx::List(xs) => format!("({})", xs.iter().map(Sx::text).collect::<Vec<_>>().join(" ")),
+        }
+    }
+}
+
+/// A name for a factor move: the common shape of the whole inputs it stands for, with `_`
+/// where they differ (the parts that concern other factors), such as `(mark 1 1 _ _)`.
+fn key_name(net: &Propnet, whole: &[usize]) -> String {
+    let mut shape: Option<Sx> = None;
+    for &x in whole {
+        let Some(t) = Sx::parse(&net.inputs[x].name) else {
+            return net.inputs[x].name.clone();
+        };
+        shape = Some(match shape {
+            None => t,
+            Some(s) => s.merge(&t),
+        });
+    }
+    shape.map_or_else(|| "idle".to_string(), |s| s.text())
 }
 
 fn build(
     net: &Propnet,
     cones: &Cones,
     sets: &[Option<Result<MoveSet, String>>],
-    contents: &Contents,
     round: Round,
 ) -> Result<Factoring, Obstacle> {
     let Round {
@@ -860,7 +900,7 @@ fn build(
                     let whole: Vec<usize> = (0..net.inputs.len())
                         .filter(|&y| net.inputs[y].role.index() == r && !shared_input[y] && keys[y][g] == k)
                         .collect();
-                    let mut name = key_name(net, contents, key, &whole);
+                    let mut name = key_name(net, &whole);
                     let seen = names.entry(name.clone()).or_insert(0);
                     *seen += 1;
                     if *seen > 1 {
