@@ -4,6 +4,7 @@
 //! [`reference`] evaluator answers for it directly (the oracle every other engine is tested
 //! against).
 
+pub mod analysis;
 pub mod compare;
 pub mod compile;
 pub mod gdl;

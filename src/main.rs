@@ -11,7 +11,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use propjet::compare::{self, Cursor, Report, DEFAULT_MAX_STEPS};
 use propjet::reference::Reference;
-use propjet::{compile, gdl, lower, net, trace};
+use propjet::{analysis, compile, gdl, lower, net, trace};
 use propjet_runtime::Interpreter;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +34,24 @@ enum Command {
     Check(CheckArgs),
     /// Compiles a game to an ordered propnet and native code and prints statistics and phase times.
     Compile(CompileArgs),
+    /// Analyses a game's structure: the action-independent part, latches, and its factors
+    /// (independent sub-games), or why it does not factor.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(clap::Args)]
+struct AnalyzeArgs {
+    /// The game description (GDL in KIF syntax).
+    game: PathBuf,
+    /// A state (its true base facts in KIF, one per line or as one list) from which to analyse
+    /// the game: the latches that hold there are folded in as constants first.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Writes the result as one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(clap::Args)]
@@ -144,6 +162,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check(&args),
         Command::Compile(args) => compile_game(&args).map(|()| Report::default()),
+        Command::Analyze(args) => analyze_game(&args).map(|()| Report::default()),
     };
     match result {
         Ok(report) if report.is_clean() => ExitCode::SUCCESS,
@@ -401,6 +420,47 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
         std::fs::write(path, dot)
             .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
         println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn analyze_game(args: &AnalyzeArgs) -> Result<(), Failure> {
+    let game = &args.game;
+    let text = std::fs::read_to_string(game)
+        .map_err(|e| Failure::input(format!("cannot read {}: {e}", game.display())))?;
+    let desc = gdl::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+    let options = args.limits.options();
+    let clock = Instant::now();
+    let compiled =
+        compile::compile(&desc, &options).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+    let compile_time = clock.elapsed();
+    let (net, analysis, fixed) = match &args.state {
+        None => {
+            let analysis = analysis::analyze(&compiled.net);
+            (compiled.net, analysis, None)
+        }
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::input(format!("cannot read {}: {e}", path.display())))?;
+            let state = analysis::parse_state(&compiled.net, &text)
+                .map_err(|e| Failure::input(format!("{}: {e}", path.display())))?;
+            let c = analysis::analyze_from(&compiled.net, &state, options.max_rounds);
+            (c.net, c.analysis, Some(c.fixed))
+        }
+    };
+    let report =
+        analysis::report::Report::new(&game.display().to_string(), &net, &analysis, fixed.as_deref());
+    if args.json {
+        let json = serde_json::to_string_pretty(&report)
+            .map_err(|e| Failure::input(format!("cannot write JSON: {e}")))?;
+        println!("{json}");
+    } else {
+        print!("{}", report.text());
+        println!(
+            "time: compile {}, analysis {}",
+            millis(compile_time),
+            millis(analysis.time)
+        );
     }
     Ok(())
 }
