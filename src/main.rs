@@ -8,6 +8,8 @@
 //! ended, 2 when the input could not be used (a missing file, a description that is not valid
 //! GDL, a malformed trace) or the arguments were wrong.
 
+mod bench_cmd;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use propjet::compare::{self, Cursor, Report, DEFAULT_MAX_STEPS};
 use propjet::reference::Reference;
@@ -34,6 +36,12 @@ enum Command {
     Check(CheckArgs),
     /// Compiles a game to an ordered propnet and native code and prints statistics and phase times.
     Compile(CompileArgs),
+    /// Times seeded random rollouts on every engine and prints a table, then checks that all
+    /// engines agree on the same seeded rollouts.
+    Bench(bench_cmd::BenchArgs),
+    /// The external-engine protocol of the GDL reasoner benchmark: rollouts for SECONDS on one
+    /// thread, results (or `errorMessage = ...`) written to OUTFILE.
+    PerfTest(bench_cmd::PerfTestArgs),
 }
 
 #[derive(clap::Args)]
@@ -144,6 +152,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => check(&args),
         Command::Compile(args) => compile_game(&args).map(|()| Report::default()),
+        Command::Bench(args) => bench_cmd::bench(&args).map(|()| Report::default()),
+        Command::PerfTest(args) => bench_cmd::perf_test(&args).map(|()| Report::default()),
     };
     match result {
         Ok(report) if report.is_clean() => ExitCode::SUCCESS,
