@@ -33,7 +33,7 @@
 //! `below(its count)` and sets one bit.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -44,11 +44,16 @@ use crate::{
     NativeError, PackedState, PlayoutError, Program, Rng, RoleIdx, Width,
 };
 
+/// How many claims of a [`RolloutSource`] with a deadline share one reading of the clock.
+pub const DEADLINE_CHECK_CLAIMS: u64 = 16;
+
 /// Hands out rollout indices to the drivers of a batch, possibly on several threads: `0, 1, 2…`
 /// up to a count, or until a deadline passes.
 #[derive(Debug)]
 pub struct RolloutSource {
     next: AtomicU64,
+    /// Set once the deadline has passed.
+    closed: AtomicBool,
     limit: u64,
     deadline: Option<Instant>,
 }
@@ -58,29 +63,42 @@ impl RolloutSource {
     pub fn count(count: u64) -> RolloutSource {
         RolloutSource {
             next: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
             limit: count,
             deadline: None,
         }
     }
 
-    /// Rollouts `0, 1, 2…` started before `deadline`. Rollouts under way at the deadline are
-    /// played to their end.
+    /// Rollouts `0, 1, 2…` started before `deadline` (give or take the claims between two
+    /// readings of the clock). Rollouts under way at the deadline are played to their end.
     pub fn until(deadline: Instant) -> RolloutSource {
         RolloutSource {
             next: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
             limit: u64::MAX,
             deadline: Some(deadline),
         }
     }
 
-    /// The next rollout index to play, or `None` when the batch is complete.
+    /// The next rollout index to play, or `None` when the batch is complete. The clock is read
+    /// on every [`DEADLINE_CHECK_CLAIMS`]th claim only: reading it costs as much as a short
+    /// rollout step.
     #[inline]
     pub fn claim(&self) -> Option<u64> {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.closed.load(Ordering::Relaxed) {
             return None;
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed);
-        (i < self.limit).then_some(i)
+        if i >= self.limit {
+            return None;
+        }
+        if let Some(deadline) = self.deadline {
+            if i % DEADLINE_CHECK_CLAIMS == 0 && Instant::now() >= deadline {
+                self.closed.store(true, Ordering::Relaxed);
+                return None;
+            }
+        }
+        Some(i)
     }
 
     /// How many rollouts have been handed out so far (for a progress display).
@@ -343,14 +361,6 @@ impl Batch for NativeBatch<'_> {
     }
 }
 
-/// The rollout a lane is playing.
-#[derive(Clone, Debug)]
-struct Lane {
-    index: u64,
-    depth: u32,
-    rng: Rng,
-}
-
 /// A clock that reads the time only when profiling.
 struct Clock {
     on: bool,
@@ -375,6 +385,81 @@ impl Clock {
                 *into += now - last;
             }
             self.last = Some(now);
+        }
+    }
+}
+
+/// What is known of whether a start state is terminal, so that lanes restarting from a state
+/// known not to be terminal need no second terminal evaluation.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum StartKind {
+    Unknown,
+    Playable,
+    Terminal,
+}
+
+/// How often (in steps) live lanes are scanned for a rollout beyond the depth limit. A rollout
+/// that ends is checked when it ends; the scan only stops one that would never end.
+const DEPTH_SCAN_STEPS: u64 = 64;
+
+/// The bits of `mask`, as lane numbers, with `j` the word: `64 * j + bit`.
+#[inline]
+fn for_each_lane<const W: usize>(mask: &[u64; W], mut f: impl FnMut(usize, usize)) {
+    for (j, &word) in mask.iter().enumerate() {
+        let mut rest = word;
+        while rest != 0 {
+            let bit = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            f(j, bit);
+        }
+    }
+}
+
+#[inline]
+fn any<const W: usize>(mask: &[u64; W]) -> bool {
+    mask.iter().any(|&w| w != 0)
+}
+
+/// The rollouts the lanes play, one entry per lane (structure of arrays).
+struct LaneTable {
+    /// The rollout index.
+    index: Vec<u64>,
+    /// The step at which the rollout started: its depth is the current step minus this.
+    started: Vec<u64>,
+    /// The position of its start state in the plan.
+    start_of: Vec<usize>,
+    /// Its generator.
+    rngs: Vec<Rng>,
+}
+
+impl LaneTable {
+    /// Starts rollout `i` in lane `64 * j + bit` at `step`: a fresh generator and, with several
+    /// start states, the rollout's own start state into the base slots (a single start state is
+    /// written for all restarted lanes at once by the caller).
+    fn start<const W: usize>(
+        &mut self,
+        plan: &Plan<'_, PackedState>,
+        words: &mut [u64],
+        j: usize,
+        bit: usize,
+        i: u64,
+        step: u64,
+        bases: usize,
+    ) {
+        let lane = j * 64 + bit;
+        let s = (i % plan.starts.len() as u64) as usize;
+        self.index[lane] = i;
+        self.started[lane] = step;
+        self.start_of[lane] = s;
+        self.rngs[lane] = Rng::for_rollout(plan.seed, i);
+        if plan.starts.len() > 1 {
+            let state = &plan.starts[s];
+            let mask = 1u64 << bit;
+            for b in 0..bases {
+                let on = u64::from(state.get(b));
+                let w = &mut words[(2 + b) * W + j];
+                *w = *w & !mask | on << bit;
+            }
         }
     }
 }
@@ -413,49 +498,61 @@ fn drive<const W: usize, B: Batch>(
         .map(|r| (r.end - r.start) as usize)
         .max()
         .unwrap_or(0);
+    let single_start = plan.starts.len() == 1;
+    // With one start state, restarting lanes is one masked write per base for all of them.
+    let start_mask: Vec<u64> = (0..bases)
+        .map(|b| u64::from(plan.starts[0].get(b)).wrapping_neg())
+        .collect();
 
     let mut totals = Totals::new(roles);
     let mut phases = Phases::default();
-    let mut lanes: Vec<Option<Lane>> = vec![None; used];
-    let mut active = [0u64; W];
+    let mut t = LaneTable {
+        index: vec![0; width_lanes],
+        started: vec![0; width_lanes],
+        start_of: vec![0; width_lanes],
+        rngs: vec![Rng::new(0); width_lanes],
+    };
+    let mut kinds = vec![StartKind::Unknown; plan.starts.len()];
     // Each lane's legal moves of the role being chosen, column-wise: `lists[k * width_lanes + lane]`.
     let mut lists = vec![0u32; widest_role * width_lanes];
     let mut counts = vec![0u32; width_lanes];
     let mut next_values = vec![0u64; bases * W];
     let mut goals = vec![0u32; roles];
     let mut goal_seen = vec![0u8; roles];
+    let mut step = 0u64;
 
-    // Starts rollout `index` in `lane`: its start state into the base slots, a fresh generator.
-    let start = |words: &mut [u64], lanes: &mut [Option<Lane>], active: &mut [u64; W], lane: usize, index: u64| {
-        let state = &plan.starts[(index % plan.starts.len() as u64) as usize];
-        let (j, bit) = (lane / 64, lane % 64);
-        let mask = 1u64 << bit;
-        for b in 0..bases {
-            let on = state.words()[b / 64] >> (b % 64) & 1;
-            let w = &mut words[(2 + b) * W + j];
-            *w = *w & !mask | on << bit;
-        }
-        lanes[lane] = Some(Lane {
-            index,
-            depth: 0,
-            rng: Rng::for_rollout(plan.seed, index),
-        });
-        active[j] |= mask;
-    };
-
-    {
-        let words = batch.words();
-        for lane in 0..used {
-            match source.claim() {
-                Some(index) => start(words, &mut lanes, &mut active, lane, index),
-                None => break,
+    let restart_all = |words: &mut [u64], restarted: &[u64; W]| {
+        if single_start && any(restarted) {
+            for (b, &on) in start_mask.iter().enumerate() {
+                for j in 0..W {
+                    let w = &mut words[(2 + b) * W + j];
+                    *w = *w & !restarted[j] | on & restarted[j];
+                }
             }
         }
+    };
+
+    // Lanes started since the last terminal evaluation.
+    let mut fresh = [0u64; W];
+    {
+        let words = batch.words();
+        'fill: for lane in 0..used {
+            match source.claim() {
+                Some(i) => {
+                    let (j, bit) = (lane / 64, lane % 64);
+                    t.start::<W>(plan, words, j, bit, i, 0, bases);
+                    fresh[j] |= 1 << bit;
+                }
+                None => break 'fill,
+            }
+        }
+        restart_all(words, &fresh);
     }
+    let mut active = fresh;
 
     let terminal = program.terminal;
     let mut clock = Clock::new(profile);
-    while active.iter().any(|&w| w != 0) {
+    while any(&active) {
         // Lanes at a terminal state record their goals and restart, until no live lane is
         // terminal (a start state may itself be terminal).
         loop {
@@ -465,50 +562,83 @@ fn drive<const W: usize, B: Batch>(
             for j in 0..W {
                 ended[j] = (words[terminal.slot() as usize * W + j] ^ neg_mask(terminal.0)) & active[j];
             }
+            for_each_lane(&fresh, |j, bit| {
+                let kind = &mut kinds[t.start_of[j * 64 + bit]];
+                if *kind == StartKind::Unknown {
+                    *kind = if ended[j] >> bit & 1 == 1 {
+                        StartKind::Terminal
+                    } else {
+                        StartKind::Playable
+                    };
+                }
+            });
+            fresh = [0; W];
             clock.lap(&mut phases.terminal);
-            if ended.iter().all(|&w| w == 0) {
+            if !any(&ended) {
                 break;
             }
             batch.eval(Entry::Goals)?;
             let words = batch.words();
-            let mut restarted = false;
-            for j in 0..W {
-                let mut rest = ended[j];
-                while rest != 0 {
-                    let bit = rest.trailing_zeros() as usize;
-                    rest &= rest - 1;
-                    let lane = j * 64 + bit;
-                    let Some(playing) = lanes[lane].take() else {
-                        continue;
-                    };
-                    read_goals::<W>(program, words, j, bit, &mut goals, &mut goal_seen).map_err(|error| {
-                        RolloutError::Playout {
-                            index: playing.index,
-                            error,
-                        }
-                    })?;
-                    totals.add(playing.index, &goals, playing.depth);
-                    active[j] &= !(1u64 << bit);
-                    if let Some(index) = source.claim() {
-                        start(words, &mut lanes, &mut active, lane, index);
-                        restarted = true;
-                    }
+            let mut failure = None;
+            for_each_lane(&ended, |j, bit| {
+                if failure.is_some() {
+                    return;
                 }
+                let lane = j * 64 + bit;
+                let depth = step - t.started[lane];
+                if depth > u64::from(plan.max_depth) {
+                    failure = Some(RolloutError::Playout {
+                        index: t.index[lane],
+                        error: PlayoutError::DepthLimit(plan.max_depth),
+                    });
+                    return;
+                }
+                if let Err(error) = read_goals::<W>(program, words, j, bit, &mut goals, &mut goal_seen) {
+                    failure = Some(RolloutError::Playout {
+                        index: t.index[lane],
+                        error,
+                    });
+                    return;
+                }
+                totals.add(t.index[lane], &goals, depth as u32);
+                match source.claim() {
+                    Some(i) => {
+                        t.start::<W>(plan, words, j, bit, i, step, bases);
+                        fresh[j] |= 1 << bit;
+                    }
+                    None => active[j] &= !(1u64 << bit),
+                }
+            });
+            if let Some(failure) = failure {
+                return Err(failure);
             }
+            restart_all(words, &fresh);
+            let mut recheck = false;
+            for_each_lane(&fresh, |j, bit| {
+                recheck |= kinds[t.start_of[j * 64 + bit]] != StartKind::Playable;
+            });
             clock.lap(&mut phases.goals);
-            if !restarted {
+            if !recheck {
+                fresh = [0; W];
                 break;
             }
         }
-        if active.iter().all(|&w| w == 0) {
+        if !any(&active) {
             break;
         }
-        for playing in lanes.iter().flatten() {
-            if playing.depth == plan.max_depth {
-                return Err(RolloutError::Playout {
-                    index: playing.index,
-                    error: PlayoutError::DepthLimit(plan.max_depth),
-                });
+        if step % DEPTH_SCAN_STEPS == 0 {
+            let mut failure = None;
+            for_each_lane(&active, |j, bit| {
+                let lane = j * 64 + bit;
+                if step - t.started[lane] > u64::from(plan.max_depth) {
+                    failure.get_or_insert(RolloutError::Playout {
+                        index: t.index[lane],
+                        error: PlayoutError::DepthLimit(plan.max_depth),
+                    });
+                }
+            });
+            if let Some(failure) = failure {
+                return Err(failure);
             }
         }
 
@@ -518,19 +648,51 @@ fn drive<const W: usize, B: Batch>(
         let words = batch.words();
         words[first_input * W..first_gate * W].fill(0);
         for (r, range) in layout.role_inputs.iter().enumerate() {
-            for j in 0..W {
-                let mut rest = active[j];
-                while rest != 0 {
-                    counts[j * 64 + rest.trailing_zeros() as usize] = 0;
-                    rest &= rest - 1;
-                }
-            }
+            // Which lanes have at least one legal move, and which at least two.
+            let (mut one, mut two) = ([0u64; W], [0u64; W]);
             for i in range.start..range.end {
                 let lit = program.legal[i as usize];
-                let base = lit.slot() as usize * W;
-                let neg = neg_mask(lit.0);
+                let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
                 for j in 0..W {
-                    let mut rest = (words[base + j] ^ neg) & active[j];
+                    let w = (words[slot + j] ^ neg) & active[j];
+                    two[j] |= one[j] & w;
+                    one[j] |= w;
+                }
+            }
+            if one != active {
+                let mut missing = [0u64; W];
+                for j in 0..W {
+                    missing[j] = active[j] & !one[j];
+                }
+                let mut first = None;
+                for_each_lane(&missing, |j, bit| {
+                    first.get_or_insert(j * 64 + bit);
+                });
+                if let Some(lane) = first {
+                    return Err(RolloutError::Playout {
+                        index: t.index[lane],
+                        error: PlayoutError::NoLegalMove {
+                            role: layout.roles[r].clone(),
+                            depth: (step - t.started[lane]) as u32,
+                        },
+                    });
+                }
+            }
+            // Lanes with a single legal move play it, set for all of them at once; their
+            // generators still make the one draw that `below(1)` makes.
+            let mut single = [0u64; W];
+            for j in 0..W {
+                single[j] = one[j] & !two[j];
+            }
+            for_each_lane(&two, |j, bit| counts[j * 64 + bit] = 0);
+            for i in range.start..range.end {
+                let lit = program.legal[i as usize];
+                let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
+                let input = (first_input + i as usize) * W;
+                for j in 0..W {
+                    let w = words[slot + j] ^ neg;
+                    words[input + j] |= w & single[j];
+                    let mut rest = w & two[j];
                     while rest != 0 {
                         let lane = j * 64 + rest.trailing_zeros() as usize;
                         rest &= rest - 1;
@@ -540,30 +702,15 @@ fn drive<const W: usize, B: Batch>(
                     }
                 }
             }
-            for j in 0..W {
-                let mut rest = active[j];
-                while rest != 0 {
-                    let bit = rest.trailing_zeros() as usize;
-                    rest &= rest - 1;
-                    let lane = j * 64 + bit;
-                    let count = counts[lane];
-                    let Some(playing) = lanes[lane].as_mut() else {
-                        continue;
-                    };
-                    if count == 0 {
-                        return Err(RolloutError::Playout {
-                            index: playing.index,
-                            error: PlayoutError::NoLegalMove {
-                                role: layout.roles[r].clone(),
-                                depth: playing.depth,
-                            },
-                        });
-                    }
-                    let k = playing.rng.below(count) as usize;
-                    let input = lists[k * width_lanes + lane] as usize;
-                    words[(first_input + input) * W + j] |= 1u64 << bit;
-                }
-            }
+            for_each_lane(&single, |j, bit| {
+                t.rngs[j * 64 + bit].next_u64();
+            });
+            for_each_lane(&two, |j, bit| {
+                let lane = j * 64 + bit;
+                let k = t.rngs[lane].below(counts[lane]) as usize;
+                let input = lists[k * width_lanes + lane] as usize;
+                words[(first_input + input) * W + j] |= 1u64 << bit;
+            });
         }
         clock.lap(&mut phases.choose);
 
@@ -576,9 +723,7 @@ fn drive<const W: usize, B: Batch>(
             }
         }
         words[2 * W..(2 + bases) * W].copy_from_slice(&next_values);
-        for playing in lanes.iter_mut().flatten() {
-            playing.depth += 1;
-        }
+        step += 1;
         phases.steps += 1;
         clock.lap(&mut phases.next);
     }
