@@ -4,8 +4,8 @@ use crate::{millis, EngineKind, Failure};
 use propjet::reference::Reference;
 use propjet::{compile, gdl, lower};
 use propjet_runtime::{
-    lane_rollouts, machine_rollouts, InputOrder, Interpreter, LaneEngine, Machine, Native,
-    Phases, Plan, Program, RolloutError, RolloutSource, Totals, Width,
+    lane_rollouts, machine_rollouts, InputOrder, Interpreter, LaneEngine, Machine, Native, Phases, Plan,
+    Program, RolloutError, RolloutSource, Totals, Width,
 };
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -135,6 +135,9 @@ impl Row {
     }
 }
 
+/// What one driver thread returns.
+type DriverResult = Result<(Totals, Phases), RolloutError>;
+
 /// What one engine did in one run.
 struct Run {
     totals: Totals,
@@ -170,7 +173,7 @@ impl Setup {
             (Row::NativeSingle | Row::NativeLanes(_), Err(e)) => return Err(format!("no native code: {e}")),
             (_, native) => native.as_ref().ok(),
         };
-        let one = || -> Result<(Totals, Phases), RolloutError> {
+        let one = || -> DriverResult {
             match row {
                 Row::Reference => {
                     // Checked above: the row exists only with its engine.
@@ -186,8 +189,13 @@ impl Setup {
                     };
                     Ok((machine_rollouts(&ordered, &plan, source)?, Phases::default()))
                 }
-                Row::Interp => Ok((machine_rollouts(&self.interp, &packed, source)?, Phases::default())),
-                Row::InterpLanes => lane_rollouts(LaneEngine::Interp(&self.interp), &packed, source, 64, profile),
+                Row::Interp => Ok((
+                    machine_rollouts(&self.interp, &packed, source)?,
+                    Phases::default(),
+                )),
+                Row::InterpLanes => {
+                    lane_rollouts(LaneEngine::Interp(&self.interp), &packed, source, 64, profile)
+                }
                 Row::NativeSingle | Row::NativeLanes(_) => {
                     // Checked above, as for the reference.
                     let Some(native) = native else {
@@ -202,19 +210,23 @@ impl Setup {
             }
         };
         let clock = Instant::now();
-        let results: Vec<(Result<(Totals, Phases), RolloutError>, Option<Duration>)> = std::thread::scope(|scope| {
+        let results: Vec<(DriverResult, Option<Duration>)> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads.max(1))
                 .map(|_| {
                     scope.spawn(|| {
                         let cpu_start = thread_cpu();
                         let result = one();
-                        let cpu = thread_cpu().zip(cpu_start).map(|(end, start)| end.saturating_sub(start));
+                        let cpu = thread_cpu()
+                            .zip(cpu_start)
+                            .map(|(end, start)| end.saturating_sub(start));
                         (result, cpu)
                     })
                 })
                 .collect();
             if let Some((label, budget)) = progress {
-                show_progress(label, budget, source, clock, || workers.iter().all(|w| w.is_finished()));
+                show_progress(label, budget, source, clock, || {
+                    workers.iter().all(|w| w.is_finished())
+                });
             }
             workers
                 .into_iter()
@@ -282,7 +294,10 @@ fn thread_cpu() -> Option<Duration> {
 
 pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
     if !(args.seconds.is_finite() && args.seconds > 0.0) {
-        return Err(Failure::input(format!("--seconds must be positive, not {}", args.seconds)));
+        return Err(Failure::input(format!(
+            "--seconds must be positive, not {}",
+            args.seconds
+        )));
     }
     if args.threads == 0 {
         return Err(Failure::input("--threads must be at least 1".to_string()));
@@ -347,7 +362,14 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
     for &row in &rows {
         let source = RolloutSource::until(Instant::now() + budget);
         let run = setup
-            .run(row, args.seed, &source, args.threads, args.profile, Some((row.name(), budget)))
+            .run(
+                row,
+                args.seed,
+                &source,
+                args.threads,
+                args.profile,
+                Some((row.name(), budget)),
+            )
             .map_err(|e| Failure {
                 message: format!("{}: {e}", row.name()),
                 status: 1,

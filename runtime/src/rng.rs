@@ -125,4 +125,26 @@ mod tests {
             "low third drawn {low} times of {trials}"
         );
     }
+
+    #[test]
+    fn below_one_makes_exactly_one_draw() {
+        // The lane drivers play a lane's only legal move without calling `below(1)` and advance
+        // its generator by one `next_u64` instead; that must be the same thing.
+        let (mut a, mut b) = (Rng::new(3), Rng::new(3));
+        for _ in 0..1000 {
+            assert_eq!(a.below(1), 0);
+            b.next_u64();
+        }
+        assert_eq!(a.next_u64(), b.next_u64());
+    }
+
+    #[test]
+    fn rollout_generators_differ_by_seed_and_index() {
+        let first = |seed, index| Rng::for_rollout(seed, index).next_u64();
+        assert_eq!(first(1, 2), first(1, 2));
+        assert_ne!(first(1, 2), first(1, 3));
+        assert_ne!(first(1, 2), first(2, 2));
+        // Seed and index are not interchangeable.
+        assert_ne!(first(1, 2), first(2, 1));
+    }
 }

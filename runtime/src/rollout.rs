@@ -93,7 +93,7 @@ impl RolloutSource {
             return None;
         }
         if let Some(deadline) = self.deadline {
-            if i % DEADLINE_CHECK_CLAIMS == 0 && Instant::now() >= deadline {
+            if i.is_multiple_of(DEADLINE_CHECK_CLAIMS) && Instant::now() >= deadline {
                 self.closed.store(true, Ordering::Relaxed);
                 return None;
             }
@@ -305,7 +305,14 @@ pub fn lane_rollouts(
                 interp,
                 values: interp.new_values(),
             };
-            drive::<1, _>(&mut batch, interp.program(), plan, source, lanes as usize, profile)
+            drive::<1, _>(
+                &mut batch,
+                interp.program(),
+                plan,
+                source,
+                lanes as usize,
+                profile,
+            )
         }
         LaneEngine::Native(native, width) => {
             let mut batch = NativeBatch {
@@ -313,8 +320,22 @@ pub fn lane_rollouts(
                 lanes: native.lanes(width)?,
             };
             match width {
-                Width::X64 => drive::<1, _>(&mut batch, native.program(), plan, source, lanes as usize, profile),
-                Width::X128 => drive::<2, _>(&mut batch, native.program(), plan, source, lanes as usize, profile),
+                Width::X64 => drive::<1, _>(
+                    &mut batch,
+                    native.program(),
+                    plan,
+                    source,
+                    lanes as usize,
+                    profile,
+                ),
+                Width::X128 => drive::<2, _>(
+                    &mut batch,
+                    native.program(),
+                    plan,
+                    source,
+                    lanes as usize,
+                    profile,
+                ),
             }
         }
     }
@@ -433,20 +454,19 @@ struct LaneTable {
 }
 
 impl LaneTable {
-    /// Starts rollout `i` in lane `64 * j + bit` at `step`: a fresh generator and, with several
+    /// Starts rollout `i` in lane `lane` at `step`: a fresh generator and, with several
     /// start states, the rollout's own start state into the base slots (a single start state is
     /// written for all restarted lanes at once by the caller).
     fn start<const W: usize>(
         &mut self,
         plan: &Plan<'_, PackedState>,
         words: &mut [u64],
-        j: usize,
-        bit: usize,
+        lane: usize,
         i: u64,
         step: u64,
         bases: usize,
     ) {
-        let lane = j * 64 + bit;
+        let (j, bit) = (lane / 64, lane % 64);
         let s = (i % plan.starts.len() as u64) as usize;
         self.index[lane] = i;
         self.started[lane] = step;
@@ -540,7 +560,7 @@ fn drive<const W: usize, B: Batch>(
             match source.claim() {
                 Some(i) => {
                     let (j, bit) = (lane / 64, lane % 64);
-                    t.start::<W>(plan, words, j, bit, i, 0, bases);
+                    t.start::<W>(plan, words, lane, i, 0, bases);
                     fresh[j] |= 1 << bit;
                 }
                 None => break 'fill,
@@ -603,7 +623,7 @@ fn drive<const W: usize, B: Batch>(
                 totals.add(t.index[lane], &goals, depth as u32);
                 match source.claim() {
                     Some(i) => {
-                        t.start::<W>(plan, words, j, bit, i, step, bases);
+                        t.start::<W>(plan, words, lane, i, step, bases);
                         fresh[j] |= 1 << bit;
                     }
                     None => active[j] &= !(1u64 << bit),
@@ -626,7 +646,7 @@ fn drive<const W: usize, B: Batch>(
         if !any(&active) {
             break;
         }
-        if step % DEPTH_SCAN_STEPS == 0 {
+        if step.is_multiple_of(DEPTH_SCAN_STEPS) {
             let mut failure = None;
             for_each_lane(&active, |j, bit| {
                 let lane = j * 64 + bit;
