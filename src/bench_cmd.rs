@@ -52,7 +52,9 @@ pub struct PerfTestArgs {
     game: PathBuf,
     /// The file the results are written to.
     outfile: PathBuf,
-    /// How long to play rollouts, in seconds.
+    /// How long to play rollouts, in seconds. Read as text, so that any value, a negative one
+    /// included, gets an `errorMessage` line rather than a usage error.
+    #[arg(allow_hyphen_values = true)]
     seconds: String,
 }
 
