@@ -1,15 +1,24 @@
-//! Interpreter speed on the shipped games: random playouts through `Machine`, and one `eval` of
-//! each entry on 64 lanes. `cargo bench --bench playouts`.
-//!
-//! Before anything is timed, the interpreter plays seeded games in lockstep with the reference
-//! evaluator and must agree with it at every state, so a fast wrong interpreter cannot look good.
+//! Playout speed on the shipped games, `cargo bench --bench playouts`:
+//! - interpreter playouts through `Machine`, and one `eval` of each entry on 64 lanes; before
+//!   they are timed, the interpreter plays seeded games in lockstep with the reference evaluator
+//!   and must agree with it at every state;
+//! - batches of seeded rollouts on every engine (the reference through `InputOrder`, the
+//!   interpreter and native code through `Machine`, the interpreter's 64 lanes, native code on
+//!   one lane and on 64 and 128 lanes), in rollouts per second; before any is timed, each
+//!   engine's totals of the batch (goal sums, state changes, fingerprint) must equal the
+//!   interpreter's, so a fast wrong engine cannot look good.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use propjet::compare;
 use propjet::compile::{self, Options};
 use propjet::gdl;
+use propjet::lower;
 use propjet::reference::Reference;
-use propjet_runtime::{random_playout, Entry, Interpreter, Machine, Rng};
+use propjet::reference::Reference as Ref;
+use propjet_runtime::{
+    lane_rollouts, machine_rollouts, random_playout, Entry, InputOrder, Interpreter, LaneEngine, Machine,
+    Plan, Rng, RolloutSource, Totals, Width,
+};
 use std::hint::black_box;
 use std::path::Path;
 
@@ -64,5 +73,91 @@ fn playouts(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, playouts);
+/// Rollouts per timed batch, and per check.
+const BATCH: u64 = 256;
+
+fn rollouts(c: &mut Criterion) {
+    for game in GAMES {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("games")
+            .join(format!("{game}.kif"));
+        let text = std::fs::read_to_string(&path).expect("a shipped game is readable");
+        let desc = gdl::parse(&text).expect("valid GDL");
+        let compiled = compile::compile(&desc, &Options::default()).expect("a shipped game compiles");
+        let program = std::sync::Arc::new(compiled.program);
+        let interp = Interpreter::new(program.clone()).expect("the compiler's program is valid");
+        let native = lower::lower(program.clone(), &lower::Options::default())
+            .expect("a shipped game lowers")
+            .native;
+        let reference = Ref::new(&desc).expect("the reference accepts a shipped game");
+        let ordered = InputOrder::new(&reference, &program.layout);
+        let start = [interp.initial_state()];
+        let reference_start = [reference.initial_state()];
+        let plan = Plan {
+            starts: &start,
+            seed: 11,
+            max_depth: 10_000,
+        };
+        let reference_plan = Plan {
+            starts: &reference_start,
+            seed: plan.seed,
+            max_depth: plan.max_depth,
+        };
+        let mut lanes = vec![
+            ("interp lanes 64", LaneEngine::Interp(&interp), 64),
+            ("native single", LaneEngine::Native(&native, Width::X64), 1),
+            ("native lanes 64", LaneEngine::Native(&native, Width::X64), 64),
+        ];
+        if native.has_width(Width::X128) {
+            lanes.push(("native lanes 128", LaneEngine::Native(&native, Width::X128), 128));
+        }
+
+        // Check first: every engine's totals of the batch equal the interpreter's.
+        let batch = || RolloutSource::count(BATCH);
+        let want = machine_rollouts(&interp, &plan, &batch()).expect("the interpreter plays the batch");
+        let check =
+            |name: &str, got: Totals| assert_eq!(got, want, "{game}: {name} disagrees with the interpreter");
+        // The reference takes minutes for a batch of the larger games; it is checked and timed
+        // on the small ones.
+        let small = program.num_gates() <= 2_000;
+        if small {
+            check(
+                "reference",
+                machine_rollouts(&ordered, &reference_plan, &batch()).expect("plays"),
+            );
+        }
+        check(
+            "native machine",
+            machine_rollouts(&native, &plan, &batch()).expect("plays"),
+        );
+        for &(name, engine, count) in &lanes {
+            check(
+                name,
+                lane_rollouts(engine, &plan, &batch(), count, false)
+                    .expect("plays")
+                    .0,
+            );
+        }
+
+        let mut group = c.benchmark_group(format!("{game} rollouts"));
+        group.sample_size(10);
+        group.throughput(Throughput::Elements(BATCH));
+        if small {
+            group.bench_function("reference", |b| {
+                b.iter(|| machine_rollouts(&ordered, &reference_plan, &batch()).expect("plays"))
+            });
+        }
+        group.bench_function("interp", |b| {
+            b.iter(|| machine_rollouts(&interp, &plan, &batch()).expect("plays"))
+        });
+        for &(name, engine, count) in &lanes {
+            group.bench_function(name, |b| {
+                b.iter(|| lane_rollouts(engine, &plan, &batch(), count, false).expect("plays"))
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, playouts, rollouts);
 criterion_main!(benches);

@@ -8,6 +8,8 @@
 //! ended, 2 when the input could not be used (a missing file, a description that is not valid
 //! GDL, a malformed trace) or the arguments were wrong.
 
+mod bench_cmd;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use propjet::compare::{self, Cursor, Report, DEFAULT_MAX_STEPS};
 use propjet::reference::Reference;
@@ -37,6 +39,12 @@ enum Command {
     /// Analyses a game's structure: the action-independent part, latches, and its factors
     /// (independent sub-games), or why it does not factor.
     Analyze(AnalyzeArgs),
+    /// Times seeded random rollouts on every engine and prints a table, then checks that all
+    /// engines agree on the same seeded rollouts.
+    Bench(bench_cmd::BenchArgs),
+    /// The external-engine protocol of the GDL reasoner benchmark: rollouts for SECONDS on one
+    /// thread, results (or `errorMessage = ...`) written to OUTFILE.
+    PerfTest(bench_cmd::PerfTestArgs),
 }
 
 #[derive(clap::Args)]
@@ -163,6 +171,8 @@ fn main() -> ExitCode {
         Command::Check(args) => check(&args),
         Command::Compile(args) => compile_game(&args).map(|()| Report::default()),
         Command::Analyze(args) => analyze_game(&args).map(|()| Report::default()),
+        Command::Bench(args) => bench_cmd::bench(&args).map(|()| Report::default()),
+        Command::PerfTest(args) => bench_cmd::perf_test(&args).map(|()| Report::default()),
     };
     match result {
         Ok(report) if report.is_clean() => ExitCode::SUCCESS,

@@ -42,6 +42,7 @@ mod native;
 mod playout;
 mod program;
 mod rng;
+mod rollout;
 mod state;
 
 pub use engine::Engine;
@@ -52,6 +53,10 @@ pub use native::{EntryChunks, Lanes, Native, NativeError, Width};
 pub use playout::{random_playout, Playout, PlayoutError};
 pub use program::{Entry, Gate, Layout, Lit, Op, Output, Program, ProgramError, Slot, MAX_SLOTS};
 pub use rng::Rng;
+pub use rollout::{
+    lane_rollouts, machine_rollouts, InputOrder, LaneEngine, Phases, Plan, RolloutError, RolloutSource,
+    Totals,
+};
 pub use state::PackedState;
 
 #[doc(hidden)]

@@ -212,6 +212,35 @@ impl Lanes {
         Some(word >> (lane % 64) & 1 == 1)
     }
 
+    /// The whole value array as words: slot `s` is words `s * w .. (s + 1) * w`, with `w` the
+    /// width's [`Width::words`]. A playout driver reads and writes many slots per step, and one
+    /// flat slice spares it a width dispatch per slot.
+    pub fn words(&self) -> &[u64] {
+        match &self.store {
+            Store::X64(v) => v,
+            Store::X128(v) => {
+                // SAFETY: `Wide` is `repr(C)` around `[u64; 2]`, 16 bytes with no padding, so
+                // `v.len()` of them are exactly `2 * v.len()` initialized, contiguous `u64`s, and a
+                // 16-byte aligned pointer is aligned for `u64`. The slice borrows `self`, so the
+                // vector can neither move nor change while it lives.
+                unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u64>(), v.len() * 2) }
+            }
+        }
+    }
+
+    /// The whole value array as words to write, laid out as in [`Lanes::words`].
+    pub fn words_mut(&mut self) -> &mut [u64] {
+        match &mut self.store {
+            Store::X64(v) => v,
+            Store::X128(v) => {
+                // SAFETY: as in `words`: the `Wide`s are exactly `2 * len` contiguous `u64`s with no
+                // padding, suitably aligned, and any bit pattern is a valid `Wide`; the mutable
+                // borrow of `self` makes this slice the only access while it lives.
+                unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u64>(), v.len() * 2) }
+            }
+        }
+    }
+
     /// Sets every slot in every lane to zero.
     pub fn clear(&mut self) {
         match &mut self.store {

@@ -11,7 +11,12 @@ pub struct Rng {
 
 fn splitmix64(x: &mut u64) -> u64 {
     *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
+    mix64(*x)
+}
+
+/// The SplitMix64 finalizer: a bijection of `u64` in which every input bit affects every
+/// output bit.
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -28,6 +33,17 @@ impl Rng {
             splitmix64(&mut x),
         ];
         Rng { s }
+    }
+
+    /// The generator of rollout `index` of a seeded batch: [`Rng::new`] of a hash of `seed` and
+    /// `index`. Every playout driver gives rollout `i` this generator and draws from it exactly
+    /// as [`random_playout`](crate::random_playout) does, so the same seed gives the same set of
+    /// rollouts on every engine, however they are spread over lanes and threads.
+    ///
+    /// The index is hashed rather than added to the seed: `Rng::new` seeds its four words from
+    /// consecutive SplitMix64 steps, so seeds a fixed step apart would share most of their state.
+    pub fn for_rollout(seed: u64, index: u64) -> Rng {
+        Rng::new(mix64(seed ^ mix64(index.wrapping_add(0x632B_E59B_D9B4_E019))))
     }
 
     /// The next 64 uniformly random bits.
@@ -108,5 +124,27 @@ mod tests {
             (19_000..21_000).contains(&low),
             "low third drawn {low} times of {trials}"
         );
+    }
+
+    #[test]
+    fn below_one_makes_exactly_one_draw() {
+        // The lane drivers play a lane's only legal move without calling `below(1)` and advance
+        // its generator by one `next_u64` instead; that must be the same thing.
+        let (mut a, mut b) = (Rng::new(3), Rng::new(3));
+        for _ in 0..1000 {
+            assert_eq!(a.below(1), 0);
+            b.next_u64();
+        }
+        assert_eq!(a.next_u64(), b.next_u64());
+    }
+
+    #[test]
+    fn rollout_generators_differ_by_seed_and_index() {
+        let first = |seed, index| Rng::for_rollout(seed, index).next_u64();
+        assert_eq!(first(1, 2), first(1, 2));
+        assert_ne!(first(1, 2), first(1, 3));
+        assert_ne!(first(1, 2), first(2, 2));
+        // Seed and index are not interchangeable.
+        assert_ne!(first(1, 2), first(2, 1));
     }
 }

@@ -1,0 +1,893 @@
+//! Seeded batches of random rollouts: on any [`Machine`] one state at a time, and on the lanes
+//! of the [`Interpreter`] (64) or of [`Native`] code (64 or 128) many games at once.
+//!
+//! # Which rollouts a seed means
+//!
+//! A batch is a seed, a list of start states and a number of rollouts (or a deadline). Rollout
+//! `i` starts from `starts[i % starts.len()]` and draws from [`Rng::for_rollout`]`(seed, i)`
+//! exactly as [`random_playout`] does: at every non-terminal state, one [`Rng::below`] draw per
+//! role in role order, choosing among the role's legal moves in ascending [`MoveIdx`] order.
+//! A rollout's moves therefore depend on its index alone, never on the lane or thread that
+//! plays it or on the order in which rollouts finish, and the *set* of rollouts `0..n` is the
+//! same on every engine. Goal totals, depth totals and the order-independent
+//! [`Totals::fingerprint`] are then equal on every engine that computes the game correctly:
+//! that is the differential check of the drivers.
+//!
+//! The propnet engines number moves alike (the [`Layout`]'s input order). An engine with its
+//! own numbering, such as the GDL-level reference evaluator, is put in that order by
+//! [`InputOrder`] to replay the same rollouts.
+//!
+//! # Lanes
+//!
+//! [`lane_rollouts`] keeps up to 64 or 128 games in the lanes of one value array. Each step runs
+//! the terminal entry on all lanes; lanes that ended record their goals (one goals call) and
+//! restart with the next rollout index, or go idle when none is left. Then the legal entry runs,
+//! every live lane draws its joint move, the chosen input bits are set, the next entry runs and
+//! the next-state outputs are copied into the base slots.
+//!
+//! The move choice turns per-input legal words into per-lane lists: for each input of a role,
+//! the set bits of its legal word (masked to live lanes) are walked, appending the input to the
+//! list of each of those lanes. The lists are stored column-wise (`list[k * lanes + lane]`), so
+//! the rows touched are only as many as the most legal moves any lane has. The cost is one word
+//! operation per input and one store per legal move, and each lane then draws
+//! `below(its count)` and sets one bit.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::interp::neg_mask;
+use crate::rng::mix64;
+use crate::{
+    random_playout, Entry, FactIdx, Interpreter, LaneError, Layout, Machine, MachineError, MoveIdx, Native,
+    NativeError, PackedState, PlayoutError, Program, Rng, RoleIdx, Width,
+};
+
+/// How many claims of a [`RolloutSource`] with a deadline share one reading of the clock.
+pub const DEADLINE_CHECK_CLAIMS: u64 = 16;
+
+/// Hands out rollout indices to the drivers of a batch, possibly on several threads: `0, 1, 2…`
+/// up to a count, or until a deadline passes.
+#[derive(Debug)]
+pub struct RolloutSource {
+    next: AtomicU64,
+    /// Set once the deadline has passed.
+    closed: AtomicBool,
+    limit: u64,
+    deadline: Option<Instant>,
+}
+
+impl RolloutSource {
+    /// Rollouts `0..count`.
+    pub fn count(count: u64) -> RolloutSource {
+        RolloutSource {
+            next: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            limit: count,
+            deadline: None,
+        }
+    }
+
+    /// Rollouts `0, 1, 2…` started before `deadline` (give or take the claims between two
+    /// readings of the clock). Rollouts under way at the deadline are played to their end.
+    pub fn until(deadline: Instant) -> RolloutSource {
+        RolloutSource {
+            next: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            limit: u64::MAX,
+            deadline: Some(deadline),
+        }
+    }
+
+    /// The next rollout index to play, or `None` when the batch is complete. The clock is read
+    /// on every [`DEADLINE_CHECK_CLAIMS`]th claim only: reading it costs as much as a short
+    /// rollout step.
+    #[inline]
+    pub fn claim(&self) -> Option<u64> {
+        if self.closed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i >= self.limit {
+            return None;
+        }
+        if let Some(deadline) = self.deadline {
+            if i.is_multiple_of(DEADLINE_CHECK_CLAIMS) && Instant::now() >= deadline {
+                self.closed.store(true, Ordering::Relaxed);
+                return None;
+            }
+        }
+        Some(i)
+    }
+
+    /// How many rollouts have been handed out so far (for a progress display).
+    pub fn claimed(&self) -> u64 {
+        self.next.load(Ordering::Relaxed).min(self.limit)
+    }
+}
+
+/// What a batch of rollouts plays: from which states, with which seed, and the longest rollout
+/// allowed.
+#[derive(Clone, Debug)]
+pub struct Plan<'a, S> {
+    /// Rollout `i` starts from `starts[i % starts.len()]`; must not be empty.
+    pub starts: &'a [S],
+    /// The seed of the batch: rollout `i` draws from [`Rng::for_rollout`]`(seed, i)`.
+    pub seed: u64,
+    /// The most joint moves of a rollout; a longer one is an error.
+    pub max_depth: u32,
+}
+
+/// The sums over the rollouts of a batch. Two engines that played the same seeded batch
+/// correctly have equal totals, whatever their lanes and threads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Totals {
+    /// The number of rollouts played to the end.
+    pub rollouts: u64,
+    /// Joint moves played (next-state computations), summed over the rollouts.
+    pub state_changes: u64,
+    /// Each role's goal at the end, summed over the rollouts.
+    pub goals: Vec<u64>,
+    /// The wrapping sum over rollouts of a hash of (index, depth, goals): equal fingerprints
+    /// mean, with overwhelming probability, that every rollout had the same depth and goals.
+    pub fingerprint: u64,
+}
+
+impl Totals {
+    /// The totals of no rollout, for `roles` roles.
+    pub fn new(roles: usize) -> Totals {
+        Totals {
+            rollouts: 0,
+            state_changes: 0,
+            goals: vec![0; roles],
+            fingerprint: 0,
+        }
+    }
+
+    /// Adds rollout `index`, which ended after `depth` joint moves with `goals`.
+    pub fn add(&mut self, index: u64, goals: &[u32], depth: u32) {
+        self.rollouts += 1;
+        self.state_changes += u64::from(depth);
+        let mut h = mix64(index ^ 0xD6E8_FEB8_6659_FD93);
+        h = mix64(h ^ u64::from(depth));
+        for (total, &g) in self.goals.iter_mut().zip(goals) {
+            *total += u64::from(g);
+            h = mix64(h ^ u64::from(g));
+        }
+        self.fingerprint = self.fingerprint.wrapping_add(h);
+    }
+
+    /// Adds the totals of another part of the same batch (another thread's).
+    pub fn merge(&mut self, other: &Totals) {
+        self.rollouts += other.rollouts;
+        self.state_changes += other.state_changes;
+        for (a, b) in self.goals.iter_mut().zip(&other.goals) {
+            *a += b;
+        }
+        self.fingerprint = self.fingerprint.wrapping_add(other.fingerprint);
+    }
+}
+
+/// Where a lane driver spent its time, when asked to measure it (the clock is read around
+/// each phase of each step, which costs a little).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// Batch steps taken (each runs legal and next once on all lanes).
+    pub steps: u64,
+    /// Running the terminal entry and reading it, restarts included.
+    pub terminal: Duration,
+    /// Running the goals entry, reading the goals of finished lanes and restarting them.
+    pub goals: Duration,
+    /// Running the legal entry.
+    pub legal: Duration,
+    /// Turning legal words into each lane's joint move and setting the input bits.
+    pub choose: Duration,
+    /// Running the next entry and copying the next state into the base slots.
+    pub next: Duration,
+}
+
+impl Phases {
+    /// Adds another driver's phases.
+    pub fn merge(&mut self, other: &Phases) {
+        self.steps += other.steps;
+        self.terminal += other.terminal;
+        self.goals += other.goals;
+        self.legal += other.legal;
+        self.choose += other.choose;
+        self.next += other.next;
+    }
+
+    /// The time of all phases together.
+    pub fn total(&self) -> Duration {
+        self.terminal + self.goals + self.legal + self.choose + self.next
+    }
+}
+
+/// Why a batch of rollouts stopped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RolloutError {
+    /// A rollout could not be played to a terminal state with well-defined goals.
+    #[error("rollout {index}: {error}")]
+    Playout {
+        /// The rollout's index in the batch.
+        index: u64,
+        /// What went wrong.
+        error: PlayoutError,
+    },
+    /// The plan has no start state.
+    #[error("a batch of rollouts needs at least one start state")]
+    NoStart,
+    /// A start state has the wrong number of words for the program.
+    #[error("start state {index} has {got} words, but the program's states have {expected}")]
+    StartSize {
+        /// The start state's position in the plan.
+        index: usize,
+        /// The words of the program's states.
+        expected: usize,
+        /// The words given.
+        got: usize,
+    },
+    /// More lanes asked for than the width has, or none.
+    #[error("{asked} lanes asked for; this width has 1 to {max}")]
+    Lanes {
+        /// The lanes asked for.
+        asked: u32,
+        /// The width's lanes.
+        max: u32,
+    },
+    /// Native code refused the batch.
+    #[error(transparent)]
+    Native(#[from] NativeError),
+    /// The interpreter refused the batch.
+    #[error(transparent)]
+    Interp(#[from] LaneError),
+}
+
+/// Plays rollouts from `source` one at a time with [`random_playout`] on any machine, and sums
+/// them. On a machine whose move numbering differs from the propnet's, wrap it in
+/// [`InputOrder`] first to play the same rollouts as the propnet engines.
+pub fn machine_rollouts<M: Machine + ?Sized>(
+    machine: &M,
+    plan: &Plan<'_, M::State>,
+    source: &RolloutSource,
+) -> Result<Totals, RolloutError> {
+    if plan.starts.is_empty() {
+        return Err(RolloutError::NoStart);
+    }
+    let mut totals = Totals::new(machine.roles().len());
+    while let Some(index) = source.claim() {
+        let start = &plan.starts[(index % plan.starts.len() as u64) as usize];
+        let mut rng = Rng::for_rollout(plan.seed, index);
+        let playout = random_playout(machine, start, &mut rng, plan.max_depth)
+            .map_err(|error| RolloutError::Playout { index, error })?;
+        totals.add(index, &playout.goals, playout.depth);
+    }
+    Ok(totals)
+}
+
+/// A lane engine: the interpreter (64 lanes) or native code of one width.
+#[derive(Copy, Clone, Debug)]
+pub enum LaneEngine<'a> {
+    /// The interpreter on 64-lane words.
+    Interp(&'a Interpreter),
+    /// Native code at the given width.
+    Native(&'a Native, Width),
+}
+
+impl LaneEngine<'_> {
+    /// The number of lanes of one value array.
+    pub fn max_lanes(&self) -> u32 {
+        match self {
+            LaneEngine::Interp(_) => 64,
+            LaneEngine::Native(_, width) => width.lanes(),
+        }
+    }
+}
+
+/// Plays rollouts from `source` on `lanes` lanes of `engine` (1 to its width: one lane is the
+/// single-state driver on the same code), and sums them. With `profile`, also measures where
+/// the time goes; otherwise the returned phases are zero except `steps`.
+pub fn lane_rollouts(
+    engine: LaneEngine<'_>,
+    plan: &Plan<'_, PackedState>,
+    source: &RolloutSource,
+    lanes: u32,
+    profile: bool,
+) -> Result<(Totals, Phases), RolloutError> {
+    let max = engine.max_lanes();
+    if lanes == 0 || lanes > max {
+        return Err(RolloutError::Lanes { asked: lanes, max });
+    }
+    match engine {
+        LaneEngine::Interp(interp) => {
+            let mut batch = InterpBatch {
+                interp,
+                values: interp.new_values(),
+            };
+            drive::<1, _>(
+                &mut batch,
+                interp.program(),
+                plan,
+                source,
+                lanes as usize,
+                profile,
+            )
+        }
+        LaneEngine::Native(native, width) => {
+            let mut batch = NativeBatch {
+                native,
+                lanes: native.lanes(width)?,
+            };
+            match width {
+                Width::X64 => drive::<1, _>(
+                    &mut batch,
+                    native.program(),
+                    plan,
+                    source,
+                    lanes as usize,
+                    profile,
+                ),
+                Width::X128 => drive::<2, _>(
+                    &mut batch,
+                    native.program(),
+                    plan,
+                    source,
+                    lanes as usize,
+                    profile,
+                ),
+            }
+        }
+    }
+}
+
+/// A value array of lanes and the code that runs entries on it.
+trait Batch {
+    fn eval(&mut self, entry: Entry) -> Result<(), RolloutError>;
+    /// Slot `s` is words `s * W .. (s + 1) * W`.
+    fn words(&mut self) -> &mut [u64];
+}
+
+struct InterpBatch<'a> {
+    interp: &'a Interpreter,
+    values: Vec<u64>,
+}
+
+impl Batch for InterpBatch<'_> {
+    #[inline]
+    fn eval(&mut self, entry: Entry) -> Result<(), RolloutError> {
+        Ok(self.interp.eval(entry, &mut self.values)?)
+    }
+
+    #[inline]
+    fn words(&mut self) -> &mut [u64] {
+        &mut self.values
+    }
+}
+
+struct NativeBatch<'a> {
+    native: &'a Native,
+    lanes: crate::Lanes,
+}
+
+impl Batch for NativeBatch<'_> {
+    #[inline]
+    fn eval(&mut self, entry: Entry) -> Result<(), RolloutError> {
+        Ok(self.native.eval_lanes(entry, &mut self.lanes)?)
+    }
+
+    #[inline]
+    fn words(&mut self) -> &mut [u64] {
+        self.lanes.words_mut()
+    }
+}
+
+/// A clock that reads the time only when profiling.
+struct Clock {
+    on: bool,
+    last: Option<Instant>,
+}
+
+impl Clock {
+    #[inline]
+    fn new(on: bool) -> Clock {
+        Clock {
+            on,
+            last: on.then(Instant::now),
+        }
+    }
+
+    /// Adds the time since the last lap to `into`.
+    #[inline]
+    fn lap(&mut self, into: &mut Duration) {
+        if self.on {
+            let now = Instant::now();
+            if let Some(last) = self.last {
+                *into += now - last;
+            }
+            self.last = Some(now);
+        }
+    }
+}
+
+/// What is known of whether a start state is terminal, so that lanes restarting from a state
+/// known not to be terminal need no second terminal evaluation.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum StartKind {
+    Unknown,
+    Playable,
+    Terminal,
+}
+
+/// How often (in steps) live lanes are scanned for a rollout beyond the depth limit. A rollout
+/// that ends is checked when it ends; the scan only stops one that would never end.
+const DEPTH_SCAN_STEPS: u64 = 64;
+
+/// The bits of `mask`, as lane numbers, with `j` the word: `64 * j + bit`.
+#[inline]
+fn for_each_lane<const W: usize>(mask: &[u64; W], mut f: impl FnMut(usize, usize)) {
+    for (j, &word) in mask.iter().enumerate() {
+        let mut rest = word;
+        while rest != 0 {
+            let bit = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            f(j, bit);
+        }
+    }
+}
+
+#[inline]
+fn any<const W: usize>(mask: &[u64; W]) -> bool {
+    mask.iter().any(|&w| w != 0)
+}
+
+/// The rollouts the lanes play, one entry per lane (structure of arrays).
+struct LaneTable {
+    /// The rollout index.
+    index: Vec<u64>,
+    /// The step at which the rollout started: its depth is the current step minus this.
+    started: Vec<u64>,
+    /// The position of its start state in the plan.
+    start_of: Vec<usize>,
+    /// Its generator.
+    rngs: Vec<Rng>,
+}
+
+impl LaneTable {
+    /// Starts rollout `i` in lane `lane` at `step`: a fresh generator and, with several
+    /// start states, the rollout's own start state into the base slots (a single start state is
+    /// written for all restarted lanes at once by the caller).
+    fn start<const W: usize>(
+        &mut self,
+        plan: &Plan<'_, PackedState>,
+        words: &mut [u64],
+        lane: usize,
+        i: u64,
+        step: u64,
+        bases: usize,
+    ) {
+        let (j, bit) = (lane / 64, lane % 64);
+        let s = (i % plan.starts.len() as u64) as usize;
+        self.index[lane] = i;
+        self.started[lane] = step;
+        self.start_of[lane] = s;
+        self.rngs[lane] = Rng::for_rollout(plan.seed, i);
+        if plan.starts.len() > 1 {
+            let state = &plan.starts[s];
+            let mask = 1u64 << bit;
+            for b in 0..bases {
+                let on = u64::from(state.get(b));
+                let w = &mut words[(2 + b) * W + j];
+                *w = *w & !mask | on << bit;
+            }
+        }
+    }
+}
+
+/// The lane driver over `W` words per slot (64·W lanes), of which the first `used` play.
+fn drive<const W: usize, B: Batch>(
+    batch: &mut B,
+    program: &Program,
+    plan: &Plan<'_, PackedState>,
+    source: &RolloutSource,
+    used: usize,
+    profile: bool,
+) -> Result<(Totals, Phases), RolloutError> {
+    if plan.starts.is_empty() {
+        return Err(RolloutError::NoStart);
+    }
+    let bases = program.num_bases();
+    let state_words = Layout::words(bases);
+    for (index, s) in plan.starts.iter().enumerate() {
+        if s.words().len() != state_words {
+            return Err(RolloutError::StartSize {
+                index,
+                expected: state_words,
+                got: s.words().len(),
+            });
+        }
+    }
+    let layout = &program.layout;
+    let roles = layout.roles.len();
+    let width_lanes = 64 * W;
+    let first_input = program.first_input_slot();
+    let first_gate = program.first_gate_slot();
+    let widest_role = layout
+        .role_inputs
+        .iter()
+        .map(|r| (r.end - r.start) as usize)
+        .max()
+        .unwrap_or(0);
+    let single_start = plan.starts.len() == 1;
+    // With one start state, restarting lanes is one masked write per base for all of them.
+    let start_mask: Vec<u64> = (0..bases)
+        .map(|b| u64::from(plan.starts[0].get(b)).wrapping_neg())
+        .collect();
+
+    let mut totals = Totals::new(roles);
+    let mut phases = Phases::default();
+    let mut t = LaneTable {
+        index: vec![0; width_lanes],
+        started: vec![0; width_lanes],
+        start_of: vec![0; width_lanes],
+        rngs: vec![Rng::new(0); width_lanes],
+    };
+    let mut kinds = vec![StartKind::Unknown; plan.starts.len()];
+    // Each lane's legal moves of the role being chosen, column-wise: `lists[k * width_lanes + lane]`.
+    let mut lists = vec![0u32; widest_role * width_lanes];
+    let mut counts = vec![0u32; width_lanes];
+    let mut next_values = vec![0u64; bases * W];
+    let mut goals = vec![0u32; roles];
+    let mut goal_seen = vec![0u8; roles];
+    let mut step = 0u64;
+
+    let restart_all = |words: &mut [u64], restarted: &[u64; W]| {
+        if single_start && any(restarted) {
+            for (b, &on) in start_mask.iter().enumerate() {
+                for j in 0..W {
+                    let w = &mut words[(2 + b) * W + j];
+                    *w = *w & !restarted[j] | on & restarted[j];
+                }
+            }
+        }
+    };
+
+    // Lanes started since the last terminal evaluation.
+    let mut fresh = [0u64; W];
+    {
+        let words = batch.words();
+        'fill: for lane in 0..used {
+            match source.claim() {
+                Some(i) => {
+                    let (j, bit) = (lane / 64, lane % 64);
+                    t.start::<W>(plan, words, lane, i, 0, bases);
+                    fresh[j] |= 1 << bit;
+                }
+                None => break 'fill,
+            }
+        }
+        restart_all(words, &fresh);
+    }
+    let mut active = fresh;
+
+    let terminal = program.terminal;
+    let mut clock = Clock::new(profile);
+    while any(&active) {
+        // Lanes at a terminal state record their goals and restart, until no live lane is
+        // terminal (a start state may itself be terminal).
+        loop {
+            batch.eval(Entry::Terminal)?;
+            let words = batch.words();
+            let mut ended = [0u64; W];
+            for j in 0..W {
+                ended[j] = (words[terminal.slot() as usize * W + j] ^ neg_mask(terminal.0)) & active[j];
+            }
+            for_each_lane(&fresh, |j, bit| {
+                let kind = &mut kinds[t.start_of[j * 64 + bit]];
+                if *kind == StartKind::Unknown {
+                    *kind = if ended[j] >> bit & 1 == 1 {
+                        StartKind::Terminal
+                    } else {
+                        StartKind::Playable
+                    };
+                }
+            });
+            fresh = [0; W];
+            clock.lap(&mut phases.terminal);
+            if !any(&ended) {
+                break;
+            }
+            batch.eval(Entry::Goals)?;
+            let words = batch.words();
+            let mut failure = None;
+            for_each_lane(&ended, |j, bit| {
+                if failure.is_some() {
+                    return;
+                }
+                let lane = j * 64 + bit;
+                let depth = step - t.started[lane];
+                if depth > u64::from(plan.max_depth) {
+                    failure = Some(RolloutError::Playout {
+                        index: t.index[lane],
+                        error: PlayoutError::DepthLimit(plan.max_depth),
+                    });
+                    return;
+                }
+                if let Err(error) = read_goals::<W>(program, words, j, bit, &mut goals, &mut goal_seen) {
+                    failure = Some(RolloutError::Playout {
+                        index: t.index[lane],
+                        error,
+                    });
+                    return;
+                }
+                totals.add(t.index[lane], &goals, depth as u32);
+                match source.claim() {
+                    Some(i) => {
+                        t.start::<W>(plan, words, lane, i, step, bases);
+                        fresh[j] |= 1 << bit;
+                    }
+                    None => active[j] &= !(1u64 << bit),
+                }
+            });
+            if let Some(failure) = failure {
+                return Err(failure);
+            }
+            restart_all(words, &fresh);
+            let mut recheck = false;
+            for_each_lane(&fresh, |j, bit| {
+                recheck |= kinds[t.start_of[j * 64 + bit]] != StartKind::Playable;
+            });
+            clock.lap(&mut phases.goals);
+            if !recheck {
+                fresh = [0; W];
+                break;
+            }
+        }
+        if !any(&active) {
+            break;
+        }
+        if step.is_multiple_of(DEPTH_SCAN_STEPS) {
+            let mut failure = None;
+            for_each_lane(&active, |j, bit| {
+                let lane = j * 64 + bit;
+                if step - t.started[lane] > u64::from(plan.max_depth) {
+                    failure.get_or_insert(RolloutError::Playout {
+                        index: t.index[lane],
+                        error: PlayoutError::DepthLimit(plan.max_depth),
+                    });
+                }
+            });
+            if let Some(failure) = failure {
+                return Err(failure);
+            }
+        }
+
+        batch.eval(Entry::Legal)?;
+        clock.lap(&mut phases.legal);
+
+        let words = batch.words();
+        words[first_input * W..first_gate * W].fill(0);
+        for (r, range) in layout.role_inputs.iter().enumerate() {
+            // Which lanes have at least one legal move, and which at least two.
+            let (mut one, mut two) = ([0u64; W], [0u64; W]);
+            for i in range.start..range.end {
+                let lit = program.legal[i as usize];
+                let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
+                for j in 0..W {
+                    let w = (words[slot + j] ^ neg) & active[j];
+                    two[j] |= one[j] & w;
+                    one[j] |= w;
+                }
+            }
+            if one != active {
+                let mut missing = [0u64; W];
+                for j in 0..W {
+                    missing[j] = active[j] & !one[j];
+                }
+                let mut first = None;
+                for_each_lane(&missing, |j, bit| {
+                    first.get_or_insert(j * 64 + bit);
+                });
+                if let Some(lane) = first {
+                    return Err(RolloutError::Playout {
+                        index: t.index[lane],
+                        error: PlayoutError::NoLegalMove {
+                            role: layout.roles[r].clone(),
+                            depth: (step - t.started[lane]) as u32,
+                        },
+                    });
+                }
+            }
+            // Lanes with a single legal move play it, set for all of them at once; their
+            // generators still make the one draw that `below(1)` makes.
+            let mut single = [0u64; W];
+            for j in 0..W {
+                single[j] = one[j] & !two[j];
+            }
+            for_each_lane(&two, |j, bit| counts[j * 64 + bit] = 0);
+            for i in range.start..range.end {
+                let lit = program.legal[i as usize];
+                let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
+                let input = (first_input + i as usize) * W;
+                for j in 0..W {
+                    let w = words[slot + j] ^ neg;
+                    words[input + j] |= w & single[j];
+                    let mut rest = w & two[j];
+                    while rest != 0 {
+                        let lane = j * 64 + rest.trailing_zeros() as usize;
+                        rest &= rest - 1;
+                        let k = counts[lane] as usize;
+                        lists[k * width_lanes + lane] = i;
+                        counts[lane] = k as u32 + 1;
+                    }
+                }
+            }
+            for_each_lane(&single, |j, bit| {
+                t.rngs[j * 64 + bit].next_u64();
+            });
+            for_each_lane(&two, |j, bit| {
+                let lane = j * 64 + bit;
+                let k = t.rngs[lane].below(counts[lane]) as usize;
+                let input = lists[k * width_lanes + lane] as usize;
+                words[(first_input + input) * W + j] |= 1u64 << bit;
+            });
+        }
+        clock.lap(&mut phases.choose);
+
+        batch.eval(Entry::Next)?;
+        let words = batch.words();
+        for (b, lit) in program.next.iter().enumerate() {
+            let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
+            for j in 0..W {
+                next_values[b * W + j] = words[slot + j] ^ neg;
+            }
+        }
+        words[2 * W..(2 + bases) * W].copy_from_slice(&next_values);
+        step += 1;
+        phases.steps += 1;
+        clock.lap(&mut phases.next);
+    }
+    Ok((totals, phases))
+}
+
+/// Reads the goal of every role in lane `64 * j + bit` after the goals entry ran: exactly one
+/// value per role, as [`Machine::goals`] demands.
+fn read_goals<const W: usize>(
+    program: &Program,
+    words: &[u64],
+    j: usize,
+    bit: usize,
+    goals: &mut [u32],
+    seen: &mut [u8],
+) -> Result<(), PlayoutError> {
+    seen.fill(0);
+    let mut conflict = None;
+    for (lit, &(role, value)) in program.goals.iter().zip(&program.layout.goals) {
+        if (words[lit.slot() as usize * W + j] ^ neg_mask(lit.0)) >> bit & 1 == 0 {
+            continue;
+        }
+        let r = role.index();
+        if seen[r] == 0 {
+            seen[r] = 1;
+            goals[r] = value;
+        } else if goals[r] != value {
+            conflict.get_or_insert(r);
+        }
+    }
+    let role = match (conflict, seen.iter().position(|&s| s == 0)) {
+        (Some(r), _) | (None, Some(r)) => r,
+        (None, None) => return Ok(()),
+    };
+    let mut values: Vec<u32> = program
+        .goals
+        .iter()
+        .zip(&program.layout.goals)
+        .filter(|&(lit, &(r, _))| {
+            r.index() == role && (words[lit.slot() as usize * W + j] ^ neg_mask(lit.0)) >> bit & 1 == 1
+        })
+        .map(|(_, &(_, v))| v)
+        .collect();
+    values.sort_unstable();
+    values.dedup();
+    Err(PlayoutError::Machine(MachineError::GoalNotUnique {
+        role: program.layout.roles[role].clone(),
+        values,
+    }))
+}
+
+/// A machine whose legal moves are listed in the order of a propnet's inputs (the [`Layout`]),
+/// so that [`random_playout`] on it makes the same choices as on the propnet engines. Moves
+/// the layout does not know come after the known ones, in the machine's own order (a game
+/// where that happens differs between the engines anyway).
+pub struct InputOrder<'a, M: Machine + ?Sized> {
+    machine: &'a M,
+    /// For each role, the input position of each action name.
+    positions: Vec<HashMap<String, u32>>,
+    /// The position of each (role, move) of the machine seen so far: a move index may be shared
+    /// by roles (the reference numbers actions, and `noop` is every role's).
+    cache: Mutex<HashMap<(RoleIdx, MoveIdx), u32>>,
+}
+
+impl<'a, M: Machine + ?Sized> InputOrder<'a, M> {
+    /// `machine` with its legal moves in the order of `layout`'s inputs.
+    pub fn new(machine: &'a M, layout: &Layout) -> InputOrder<'a, M> {
+        let mut positions = vec![HashMap::new(); layout.roles.len()];
+        for (i, (role, action)) in layout.inputs.iter().enumerate() {
+            if let Some(p) = positions.get_mut(role.index()) {
+                p.entry(crate::interp::normalize_kif(action)).or_insert(i as u32);
+            }
+        }
+        InputOrder {
+            machine,
+            positions,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn position(&self, role: RoleIdx, mv: MoveIdx) -> u32 {
+        let mut cache = match self.cache.lock() {
+            Ok(guard) => guard,
+            // The cache holds only finished entries, so a panic elsewhere cannot spoil it.
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *cache.entry((role, mv)).or_insert_with(|| {
+            let name = crate::interp::normalize_kif(&self.machine.move_name(mv));
+            self.positions
+                .get(role.index())
+                .and_then(|p| p.get(&name))
+                .copied()
+                .unwrap_or(u32::MAX)
+        })
+    }
+}
+
+impl<M: Machine + ?Sized> Machine for InputOrder<'_, M> {
+    type State = M::State;
+
+    fn engine_name(&self) -> &'static str {
+        self.machine.engine_name()
+    }
+
+    fn roles(&self) -> &[String] {
+        self.machine.roles()
+    }
+
+    fn initial_state(&self) -> M::State {
+        self.machine.initial_state()
+    }
+
+    fn state_facts(&self, state: &M::State) -> Vec<FactIdx> {
+        self.machine.state_facts(state)
+    }
+
+    fn fact_name(&self, fact: FactIdx) -> String {
+        self.machine.fact_name(fact)
+    }
+
+    fn legal_moves(&self, state: &M::State, role: RoleIdx) -> Vec<MoveIdx> {
+        let mut moves = self.machine.legal_moves(state, role);
+        // Stable: moves the layout does not know keep the machine's order among themselves.
+        moves.sort_by_key(|&mv| self.position(role, mv));
+        moves
+    }
+
+    fn move_name(&self, mv: MoveIdx) -> String {
+        self.machine.move_name(mv)
+    }
+
+    fn find_move(&self, role: RoleIdx, name: &str) -> Option<MoveIdx> {
+        self.machine.find_move(role, name)
+    }
+
+    fn next_state_unchecked(&self, state: &M::State, joint: &[MoveIdx]) -> Result<M::State, MachineError> {
+        self.machine.next_state_unchecked(state, joint)
+    }
+
+    fn is_terminal(&self, state: &M::State) -> bool {
+        self.machine.is_terminal(state)
+    }
+
+    fn goal_values(&self, state: &M::State, role: RoleIdx) -> Vec<u32> {
+        self.machine.goal_values(state, role)
+    }
+}
