@@ -15,8 +15,9 @@ use propjet::compare::{self, Cursor, Report, DEFAULT_MAX_STEPS};
 use propjet::reference::Reference;
 use propjet::{analysis, compile, gdl, lower, net, trace};
 use propjet_runtime::Interpreter;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
@@ -75,6 +76,17 @@ struct CompileArgs {
     /// Skips lowering to native code.
     #[arg(long)]
     no_native: bool,
+    /// Also writes the code for --target to FILE as a relocatable object (see doc/native.md).
+    #[arg(long, value_name = "FILE")]
+    object: Option<PathBuf>,
+    /// The target of --object, as a target triple.
+    #[arg(
+        long,
+        value_name = "TRIPLE",
+        default_value = "aarch64-unknown-linux-gnu",
+        requires = "object"
+    )]
+    target: String,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -419,6 +431,9 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
     if let Some(kib) = peak_memory_kib() {
         println!("peak memory: {:.1} MiB", kib as f64 / 1024.0);
     }
+    if let Some(path) = &args.object {
+        write_object(p, &args.target, path)?;
+    }
     if let Some(path) = &args.dot {
         let dot = net::to_dot(&c.net).ok_or_else(|| {
             Failure::input(format!(
@@ -472,6 +487,28 @@ fn analyze_game(args: &AnalyzeArgs) -> Result<(), Failure> {
             millis(analysis.time)
         );
     }
+    Ok(())
+}
+
+/// Lowers `program` for `target` and writes the object file to `path`.
+fn write_object(program: &propjet_runtime::Program, target: &str, path: &Path) -> Result<(), Failure> {
+    let triple = target_lexicon::Triple::from_str(target)
+        .map_err(|e| Failure::input(format!("--target {target}: not a target triple: {e}")))?;
+    let object = lower::object::emit(program, &triple, &lower::Options::default())
+        .map_err(|e| Failure::input(format!("--target {target}: {e}")))?;
+    std::fs::write(path, &object.bytes)
+        .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+    let s = &object.stats;
+    println!(
+        "object: {}, {} functions, {:.1} KiB of {} code ({:.1} bytes per gate), {} lanes, {}",
+        path.display(),
+        s.functions,
+        s.code_bytes as f64 / 1024.0,
+        object.target,
+        s.code_bytes as f64 / s.gates.max(1) as f64,
+        if s.x128 { "64 and 128" } else { "64" },
+        millis(s.time)
+    );
     Ok(())
 }
 

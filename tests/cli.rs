@@ -291,3 +291,39 @@ fn compile_limits_are_reported_by_name() {
     assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
     assert!(err.contains("max_atoms"), "{err}");
 }
+
+#[test]
+fn compile_writes_an_aarch64_object() {
+    let dir = scratch("object");
+    let path = dir.join("ttt.o");
+    let (code, out, err) = propjet(&[
+        "compile",
+        "games/tictactoe.kif",
+        "--object",
+        &path.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("aarch64-unknown-linux-gnu"), "{out}");
+    let bytes = std::fs::read(&path).expect("the object was written");
+    // An ELF file (magic), 64-bit (class 2), little-endian (data 1), relocatable (type 1), for
+    // aarch64 (machine 183): the header fields the cross linker checks first.
+    assert_eq!(&bytes[..4], b"\x7fELF");
+    assert_eq!((bytes[4], bytes[5]), (2, 1));
+    assert_eq!(u16::from_le_bytes([bytes[16], bytes[17]]), 1);
+    assert_eq!(u16::from_le_bytes([bytes[18], bytes[19]]), 183);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unknown_object_target_is_refused() {
+    let (code, out, err) = propjet(&[
+        "compile",
+        "games/tictactoe.kif",
+        "--object",
+        "/nonexistent/never-written.o",
+        "--target",
+        "not-a-triple-at-all",
+    ]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("--target not-a-triple-at-all"), "{err}");
+}

@@ -17,6 +17,10 @@
 //! superlinear (a 10k-gate function took seconds) and the code no faster; this form compiles in
 //! time linear in the gates. Entries larger than [`Options::chunk_cost`] are split into several
 //! functions so that compile memory stays small too.
+//!
+//! [`object`] emits the same functions for another target into an object file.
+
+pub mod object;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -226,6 +230,19 @@ const WIDE_FANIN: u32 = 64;
 
 /// The host ISA with our settings, optimizing or not.
 fn host_isa(options: &Options, optimize: bool) -> Result<OwnedTargetIsa, LowerError> {
+    let builder = cranelift_native::builder().map_err(|m| LowerError::UnsupportedHost(m.to_string()))?;
+    configured_isa(builder, options, optimize, false)
+}
+
+/// The ISA of `builder` with our settings, optimizing or not, with position-independent code
+/// or not. The JIT module requires non-PIC code; an object file for a linker takes either, as
+/// the functions reference nothing.
+fn configured_isa(
+    builder: cranelift_codegen::isa::Builder,
+    options: &Options,
+    optimize: bool,
+    pic: bool,
+) -> Result<OwnedTargetIsa, LowerError> {
     let setting = |e: settings::SetError| LowerError::UnsupportedHost(format!("a Cranelift setting: {e}"));
     let mut flags = settings::builder();
     let opt_level = if optimize { "speed" } else { "none" };
@@ -238,12 +255,13 @@ fn host_isa(options: &Options, optimize: bool) -> Result<OwnedTargetIsa, LowerEr
         Regalloc::SinglePass => "single_pass",
     };
     flags.set("regalloc_algorithm", regalloc).map_err(setting)?;
-    // The JIT module requires non-PIC code and long-range calls; our functions are leaves that
-    // never unwind, so they need no unwind information either.
-    flags.set("is_pic", "false").map_err(setting)?;
+    // The JIT module requires long-range calls; our functions are leaves that never unwind, so
+    // they need no unwind information either.
+    flags
+        .set("is_pic", if pic { "true" } else { "false" })
+        .map_err(setting)?;
     flags.set("use_colocated_libcalls", "false").map_err(setting)?;
     flags.set("unwind_info", "false").map_err(setting)?;
-    let builder = cranelift_native::builder().map_err(|m| LowerError::UnsupportedHost(m.to_string()))?;
     builder
         .finish(settings::Flags::new(flags))
         .map_err(|e| LowerError::UnsupportedHost(e.to_string()))

@@ -204,3 +204,43 @@ pub fn machines_agree(
     }
     Ok(())
 }
+
+/// Reachable states with a random joint move each (legal for every role), from seeded random
+/// playouts of the interpreter, until `count` are collected or the playouts run out.
+pub fn reachable(
+    interp: &Interpreter,
+    program: &Program,
+    rng: &mut Rng,
+    count: usize,
+) -> Vec<(PackedState, Vec<u64>)> {
+    let mut out = Vec::new();
+    for _ in 0..20 {
+        let mut state = interp.initial_state();
+        for _ in 0..200 {
+            if out.len() == count || interp.is_terminal(&state) {
+                break;
+            }
+            let mut joint = Vec::new();
+            for r in 0..program.layout.roles.len() {
+                let legal = interp.legal_moves(&state, RoleIdx(r as u32));
+                if legal.is_empty() {
+                    break;
+                }
+                joint.push(legal[rng.below(legal.len() as u32) as usize]);
+            }
+            if joint.len() != program.layout.roles.len() {
+                break;
+            }
+            let mut inputs = vec![0u64; Layout::words(program.num_inputs())];
+            for &MoveIdx(m) in &joint {
+                inputs[m as usize / 64] |= 1 << (m % 64);
+            }
+            out.push((state.clone(), inputs));
+            match interp.next_state_unchecked(&state, &joint) {
+                Ok(next) => state = next,
+                Err(_) => break,
+            }
+        }
+    }
+    out
+}
