@@ -1,7 +1,8 @@
 //! Native code against the interpreter, with criterion: `cargo bench --bench native`.
 //!
 //! On random programs of 1k, 10k and 100k gates (the generator of the tests): the lowering time
-//! (reported per gate), and the next-state entry on full lane batches, interpreted (64 lanes)
+//! (reported per gate) of the host's default code generator and of Cranelift with either
+//! register allocator, and the next-state entry on full lane batches, interpreted (64 lanes)
 //! and native (64 and 128 lanes), in gate-lane evaluations per second.
 //!
 //! On the corpus games connectFour, breakthrough and speedChess (from `../shared/games`, when
@@ -16,7 +17,7 @@
 mod random_program;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use propjet::lower::{self, Options, Regalloc};
+use propjet::lower::{self, Backend, Options, Regalloc};
 use propjet_runtime::{Entry, Interpreter, Machine, Rng, Width};
 use random_program::{random_program, Shape};
 use std::hint::black_box;
@@ -41,12 +42,18 @@ fn lowering(c: &mut Criterion) {
             .stats
             .gates;
         group.throughput(Throughput::Elements(lowered_gates as u64));
-        for (name, regalloc) in [
-            ("backtracking", Regalloc::Backtracking),
-            ("single_pass", Regalloc::SinglePass),
+        for (name, regalloc, backend) in [
+            ("default", Regalloc::Backtracking, Backend::Auto),
+            (
+                "cranelift_backtracking",
+                Regalloc::Backtracking,
+                Backend::Cranelift,
+            ),
+            ("cranelift_single_pass", Regalloc::SinglePass, Backend::Cranelift),
         ] {
             let options = Options {
                 regalloc,
+                backend,
                 ..release_options()
             };
             group.bench_function(format!("{gates}/{name}"), |b| {

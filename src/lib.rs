@@ -10,6 +10,7 @@ pub mod compile;
 pub mod gdl;
 pub mod ground;
 pub mod lower;
+pub mod measure;
 pub mod net;
 pub mod perft;
 pub mod reference;

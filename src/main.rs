@@ -13,8 +13,8 @@ mod bench_cmd;
 use clap::{Parser, Subcommand, ValueEnum};
 use propjet::compare::{self, Cursor, Report, DEFAULT_MAX_STEPS};
 use propjet::reference::Reference;
-use propjet::{analysis, compile, gdl, lower, net, trace};
-use propjet_runtime::Interpreter;
+use propjet::{analysis, compile, gdl, lower, measure, net, trace};
+use propjet_runtime::{Entry, Interpreter, Native, Width};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -87,8 +87,49 @@ struct CompileArgs {
         requires = "object"
     )]
     target: String,
+    /// Also prints the time of each phase (parse, ground, net, optimize, order, lower) and the
+    /// state evaluations per second of each engine (interpreter at 64 lanes, native code at 64
+    /// and 128) on random states.
+    #[arg(long)]
+    stats: bool,
+    /// Which entry --stats measures.
+    #[arg(long, value_enum, default_value_t = StatsEntry::Next, value_name = "ENTRY")]
+    stats_entry: StatsEntry,
+    /// How long --stats measures each engine on each entry, in seconds.
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    stats_seconds: f64,
     #[command(flatten)]
     limits: LimitArgs,
+}
+
+/// The entries `compile --stats` can measure.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, ValueEnum)]
+enum StatsEntry {
+    /// The legal moves of every role.
+    Legal,
+    /// The terminal flag.
+    Terminal,
+    /// The goal values.
+    Goals,
+    /// The next state.
+    Next,
+    /// Every view proposition.
+    View,
+    /// Every entry, one after the other.
+    All,
+}
+
+impl StatsEntry {
+    fn entries(self) -> Vec<Entry> {
+        match self {
+            StatsEntry::Legal => vec![Entry::Legal],
+            StatsEntry::Terminal => vec![Entry::Terminal],
+            StatsEntry::Goals => vec![Entry::Goals],
+            StatsEntry::Next => vec![Entry::Next],
+            StatsEntry::View => vec![Entry::View],
+            StatsEntry::All => Entry::ALL.to_vec(),
+        }
+    }
 }
 
 /// Budgets of the compiler; hitting one is an error that names it.
@@ -397,21 +438,28 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
         p.entry_gates[3].len(),
         p.entry_gates[4].len()
     );
+    let program = std::sync::Arc::new(c.program.clone());
+    let mut native = None;
     let lower_time = if args.no_native {
         Duration::ZERO
     } else {
         let clock = Instant::now();
-        match lower::lower(p.clone(), &lower::Options::default()) {
+        match lower::lower(std::sync::Arc::clone(&program), &lower::Options::default()) {
             Ok(l) => {
                 let s = &l.stats;
                 println!(
-                    "native: {} functions, {} gates lowered, {:.1} KiB of code ({:.1} bytes per gate), {} lanes",
+                    "native: {} functions, {} gates lowered, {:.1} KiB of code ({:.1} bytes per gate), {} lanes, {} code generator",
                     s.functions,
                     s.gates,
                     s.code_bytes as f64 / 1024.0,
                     s.code_bytes as f64 / s.gates.max(1) as f64,
-                    if s.x128 { "64 and 128" } else { "64" }
+                    if s.x128 { "64 and 128" } else { "64" },
+                    match s.backend {
+                        lower::Backend::Cranelift => "Cranelift",
+                        _ => "direct x86-64",
+                    }
                 );
+                native = Some(l.native);
             }
             Err(e) => println!("native: not lowered: {e}"),
         }
@@ -433,6 +481,19 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
     }
     if let Some(path) = &args.object {
         write_object(p, &args.target, path)?;
+    }
+    if args.stats {
+        println!(
+            "phases: parse {}, ground {}, net {}, optimize {}, order {}, lower(native) {}, total {}",
+            millis(parse_time),
+            millis(t.ground),
+            millis(t.build),
+            millis(t.optimize),
+            millis(t.order),
+            millis(lower_time),
+            millis(parse_time + t.total() + lower_time)
+        );
+        print_throughput(&program, native.as_ref(), args)?;
     }
     if let Some(path) = &args.dot {
         let dot = net::to_dot(&c.net).ok_or_else(|| {
@@ -490,6 +551,54 @@ fn analyze_game(args: &AnalyzeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Measures and prints the state evaluations per second of each engine on the entries
+/// `--stats-entry` names, about `--stats-seconds` each.
+fn print_throughput(
+    program: &std::sync::Arc<propjet_runtime::Program>,
+    native: Option<&Native>,
+    args: &CompileArgs,
+) -> Result<(), Failure> {
+    if !(args.stats_seconds.is_finite() && args.stats_seconds >= 0.0) {
+        return Err(Failure::input(format!(
+            "--stats-seconds must be a number of seconds, not {}",
+            args.stats_seconds
+        )));
+    }
+    let budget = Duration::from_secs_f64(args.stats_seconds);
+    let interp = Interpreter::new(std::sync::Arc::clone(program))
+        .map_err(|e| Failure::input(format!("internal error (a bug): {e}")))?;
+    for entry in args.stats_entry.entries() {
+        let name = format!("{entry:?}").to_lowercase();
+        let gates = program.gates_of(entry).len();
+        let base = measure::interpreter(&interp, entry, budget, 1);
+        let base_rate = base.states_per_second();
+        let line = |t: &measure::Throughput| {
+            let rate = t.states_per_second();
+            let ratio = if t.engine == "interp" {
+                String::new()
+            } else {
+                format!(" ({:.1}x interp)", rate / base_rate.max(1e-9))
+            };
+            println!(
+                "states/s {name} ({gates} gates): {} {} lanes {}{ratio}",
+                t.engine,
+                t.lanes,
+                si(rate)
+            );
+        };
+        line(&base);
+        let Some(native) = native else { continue };
+        for width in Width::ALL {
+            if native.has_width(width) {
+                let t = measure::native(native, entry, width, budget, 1)
+                    .map_err(|e| Failure::input(format!("internal error (a bug): {e}")))?;
+                line(&t);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Lowers `program` for `target` and writes the object file to `path`.
 fn write_object(program: &propjet_runtime::Program, target: &str, path: &Path) -> Result<(), Failure> {
     let triple = target_lexicon::Triple::from_str(target)
@@ -510,6 +619,20 @@ fn write_object(program: &propjet_runtime::Program, target: &str, path: &Path) -
         millis(s.time)
     );
     Ok(())
+}
+
+/// A rate with an SI prefix: `12.3 M`.
+fn si(x: f64) -> String {
+    let (value, prefix) = if x >= 1e9 {
+        (x / 1e9, " G")
+    } else if x >= 1e6 {
+        (x / 1e6, " M")
+    } else if x >= 1e3 {
+        (x / 1e3, " k")
+    } else {
+        (x, " ")
+    };
+    format!("{value:.3}{prefix}")
 }
 
 /// The process's peak resident memory, where the system reports it (Linux).

@@ -327,3 +327,74 @@ fn an_unknown_object_target_is_refused() {
     assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
     assert!(err.contains("--target not-a-triple-at-all"), "{err}");
 }
+
+/// The rate of `engine` at `lanes` in the `states/s ENTRY` lines of `compile --stats`, in
+/// states per second.
+fn stats_rate(out: &str, entry: &str, engine: &str, lanes: u32) -> Option<f64> {
+    let line = out.lines().find(|l| {
+        l.starts_with(&format!("states/s {entry} ")) && l.contains(&format!(": {engine} {lanes} lanes "))
+    })?;
+    let rest = line.split(&format!("{engine} {lanes} lanes ")).nth(1)?;
+    let mut words = rest.split_whitespace();
+    let value: f64 = words.next()?.parse().ok()?;
+    let scale = match words.next() {
+        Some("k") => 1e3,
+        Some("M") => 1e6,
+        Some("G") => 1e9,
+        _ => 1.0,
+    };
+    Some(value * scale)
+}
+
+#[test]
+fn compile_stats_prints_every_phase_and_the_rate_of_every_engine() {
+    let (code, out, err) = propjet(&[
+        "compile",
+        "games/tictactoe.kif",
+        "--stats",
+        "--stats-seconds",
+        "0.05",
+        "--stats-entry",
+        "all",
+    ]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    // The existing lines stay.
+    assert!(out.contains("time: parse") && out.contains("native: "), "{out}");
+    let phases = out
+        .lines()
+        .find(|l| l.starts_with("phases: "))
+        .unwrap_or_else(|| panic!("no phases line in:\n{out}"));
+    for phase in [
+        "parse",
+        "ground",
+        "net",
+        "optimize",
+        "order",
+        "lower(native)",
+        "total",
+    ] {
+        assert!(
+            phases.contains(&format!(" {phase} ")),
+            "`{phase}` missing from {phases}"
+        );
+    }
+    for entry in ["legal", "terminal", "goals", "next", "view"] {
+        assert!(
+            stats_rate(&out, entry, "interp", 64).is_some_and(|r| r > 0.0),
+            "no interpreter rate for {entry} in:\n{out}"
+        );
+        assert!(
+            stats_rate(&out, entry, "native", 64).is_some_and(|r| r > 0.0),
+            "no native rate for {entry} in:\n{out}"
+        );
+        if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+            assert!(
+                stats_rate(&out, entry, "native", 128).is_some_and(|r| r > 0.0),
+                "no 128-lane rate for {entry} in:\n{out}"
+            );
+        }
+    }
+    let (code, _, err) = propjet(&["compile", "games/tictactoe.kif", "--stats", "--stats-seconds=-1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--stats-seconds"), "{err}");
+}

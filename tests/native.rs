@@ -15,7 +15,7 @@ use common::differential::{
     arrays_agree, lanes_agree, machines_agree, random_joint, random_mask, random_state,
 };
 use common::random_program::{random_program, Shape};
-use propjet::lower::{self, LowerError, Options, Regalloc};
+use propjet::lower::{self, Backend, LowerError, Options, Regalloc};
 use propjet_runtime::{
     Engine, Entry, Interpreter, Lit, Machine, Native, NativeError, PackedState, Program, Rng, Width,
 };
@@ -119,15 +119,18 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     /// Random programs of every shape, with chunk budgets from one gate per function to
-    /// everything in one.
+    /// everything in one, from the host's default code generator (the direct one on x86-64)
+    /// and from Cranelift.
     #[test]
     fn native_agrees_with_the_interpreter_on_random_programs(
         shape in shape(),
         seed: u64,
         chunk_cost in prop_oneof![Just(1usize), 2usize..40, Just(16_384usize)],
+        backend in prop_oneof![Just(Backend::Auto), Just(Backend::Cranelift)],
     ) {
         let program = random_program(&shape, seed);
-        let result = differential(&program, &options(chunk_cost), seed ^ 0x5eed);
+        let options = Options { backend, ..options(chunk_cost) };
+        let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     }
 }
@@ -155,6 +158,7 @@ fn the_single_pass_allocator_and_64_lanes_alone_agree_too() {
         let opts = Options {
             regalloc: Regalloc::SinglePass,
             x128: false,
+            backend: Backend::Cranelift,
             ..options(100)
         };
         check(&program, &opts, seed);
@@ -195,7 +199,41 @@ fn a_gate_of_a_thousand_operands_of_both_signs() {
     program.views = vec![Lit::pos(first), Lit::neg(first + 1)];
     program.layout.views = vec!["(big and)".into(), "(big nor)".into()];
     program.compute_entry_gates();
-    check(&program, &options(16_384), 9);
+    for backend in [Backend::Auto, Backend::Cranelift] {
+        check(
+            &program,
+            &Options {
+                backend,
+                ..options(16_384)
+            },
+            9,
+        );
+    }
+}
+
+#[test]
+fn the_direct_generator_is_chosen_on_x86_64_and_refused_elsewhere() {
+    let program = random_program(&Shape::sized(40, 300), 2);
+    let direct = Options {
+        backend: Backend::X64,
+        ..options(64)
+    };
+    if cfg!(all(target_arch = "x86_64", unix)) {
+        let lowered = lower::lower(program.clone(), &options(64)).expect("lowers");
+        assert_eq!(lowered.stats.backend, Backend::X64);
+        check(&program, &direct, 3);
+    } else {
+        match lower::lower(program.clone(), &direct) {
+            Err(LowerError::UnsupportedHost(_)) => {}
+            other => panic!("expected UnsupportedHost, got {other:?}"),
+        }
+    }
+    let cranelift = Options {
+        backend: Backend::Cranelift,
+        ..options(64)
+    };
+    let lowered = lower::lower(program.clone(), &cranelift).expect("lowers");
+    assert_eq!(lowered.stats.backend, Backend::Cranelift);
 }
 
 #[test]

@@ -37,6 +37,23 @@ use propjet_runtime::{
     Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Program, ProgramError, Width,
 };
 
+mod x64;
+
+/// Which code generator writes the machine code.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum Backend {
+    /// The direct x86-64 generator on x86-64 hosts with the System V calling convention (when
+    /// every slot is addressable with a 32-bit displacement), Cranelift elsewhere.
+    #[default]
+    Auto,
+    /// Cranelift, on every host.
+    Cranelift,
+    /// The direct x86-64 generator (`src/lower/x64.rs`): the same functions written from fixed
+    /// templates, far faster to produce. Refused with [`LowerError::UnsupportedHost`] on other
+    /// hosts.
+    X64,
+}
+
 /// Which register allocator Cranelift runs.
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
 pub enum Regalloc {
@@ -64,6 +81,8 @@ pub struct Options {
     pub max_gates: usize,
     /// How many threads compile functions at once (at least one).
     pub threads: usize,
+    /// The code generator.
+    pub backend: Backend,
 }
 
 impl Default for Options {
@@ -75,6 +94,7 @@ impl Default for Options {
             regalloc: Regalloc::Backtracking,
             max_gates: 4_000_000,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+            backend: Backend::Auto,
         }
     }
 }
@@ -124,6 +144,8 @@ pub struct LowerStats {
     pub code_bytes: usize,
     /// Whether the 128-lane code was generated.
     pub x128: bool,
+    /// The code generator that wrote the code: [`Backend::Cranelift`] or [`Backend::X64`].
+    pub backend: Backend,
     /// Wall time of the whole lowering, building the IR through finalizing the code.
     pub time: Duration,
 }
@@ -152,10 +174,25 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
         speed: host_isa(options, true)?,
         plain: host_isa(options, false)?,
     };
-    let x128 = options.x128 && supports_x128(&isas.speed);
+    let direct_possible = x64_host(&*isas.speed) && x64::fits(&program, Width::X128);
+    let backend = match options.backend {
+        Backend::Cranelift => Backend::Cranelift,
+        Backend::Auto if direct_possible => Backend::X64,
+        Backend::Auto => Backend::Cranelift,
+        Backend::X64 if direct_possible => Backend::X64,
+        Backend::X64 => {
+            return Err(LowerError::UnsupportedHost(
+                "the direct x86-64 generator needs an x86-64 System V host and a value array \
+                 of at most 2 GiB"
+                    .to_string(),
+            ))
+        }
+    };
+    // SSE2, which the direct generator's 128-lane code uses, is part of every x86-64 processor.
+    let x128 = options.x128 && (backend == Backend::X64 || supports_x128(&isas.speed));
     let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
     let plan = Plan::new(&program, options.chunk_cost, widths);
-    let compiled = compile_parallel(&isas, &program, &plan, options.threads.max(1))?;
+    let compiled = compile_parallel(&isas, &program, &plan, options.threads.max(1), backend)?;
     let mut module = JITModule::new(JITBuilder::with_isa(isas.speed, default_libcall_names()));
     let defined = define(&mut module, &plan, compiled, x128).and_then(|(chunks, code_bytes)| {
         module
@@ -177,17 +214,23 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
         gates: plan.jobs.iter().map(|j| j.gates.len()).sum(),
         code_bytes,
         x128,
+        backend,
         time: Duration::ZERO,
     };
     // SAFETY: every id in `chunks` was declared and defined in `module` by `define`, and
     // `finalize_definitions` ran after the last definition. Each function has one pointer
     // parameter and no result in the ISA's default calling convention, which is the host's C
-    // convention (`chunk_signature`). `build_function` emits only loads and stores at
-    // `base + slot * stride` for slots of the validated program (every operand slot is below
-    // its gate's slot and every gate slot below `num_slots`), bitwise operations and a return:
-    // no other memory, no call, no trap, no loop; and `compile_job` refused any code with a
-    // relocation. Loads and stores claim alignment to the lane width, which `u64` arrays have
-    // and which the runtime checks for 128-bit lanes.
+    // convention (`chunk_signature`; the direct generator is used only where that is System V,
+    // `x64_host`). `build_function` emits only loads and stores at `base + slot * stride` for
+    // slots of the validated program (every operand slot is below its gate's slot and every
+    // gate slot below `num_slots`), bitwise operations and a return: no other memory, no call,
+    // no trap, no loop; and `compile_job` refused any code with a relocation. The direct
+    // generator (`x64::emit`) writes the same shape of code: loads and stores only at
+    // `[rdi + slot * stride]` for the same slots (`x64::fits` checked that every offset fits
+    // its displacement), bitwise operations on caller-saved registers, no stack, no branch,
+    // and a final `ret`. Loads and stores claim (or, for SSE2 memory operands, need)
+    // alignment to the lane width, which `u64` arrays have and which the runtime checks for
+    // 128-bit lanes.
     let native = unsafe { Native::from_jit(program, module, chunks) }?;
     Ok(Lowered {
         native,
@@ -227,6 +270,13 @@ struct Isas {
 
 /// A chunk holding a gate of more operands than this is compiled without Cranelift's optimizer.
 const WIDE_FANIN: u32 = 64;
+
+/// Whether the direct x86-64 generator can write code for `isa`: an x86-64 target whose C
+/// calling convention passes the first argument in `rdi`.
+fn x64_host(isa: &dyn TargetIsa) -> bool {
+    isa.triple().architecture == target_lexicon::Architecture::X86_64
+        && isa.default_call_conv() == cranelift_codegen::isa::CallConv::SystemV
+}
 
 /// The host ISA with our settings, optimizing or not.
 fn host_isa(options: &Options, optimize: bool) -> Result<OwnedTargetIsa, LowerError> {
@@ -368,6 +418,7 @@ fn compile_parallel(
     program: &Program,
     plan: &Plan,
     threads: usize,
+    backend: Backend,
 ) -> Result<Vec<CompiledChunk>, LowerError> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
@@ -378,16 +429,23 @@ fn compile_parallel(
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(job) = plan.jobs.get(i) else { break };
-            let result =
-                compile_job(isas, &mut ctx, &mut fctx, program, job).map_err(|message| LowerError::Codegen {
-                    what: format!(
-                        "a chunk of {} gates (entries {:05b}) at {} lanes",
-                        job.gates.len(),
-                        job.entries,
-                        job.width.lanes()
-                    ),
-                    message,
-                });
+            let result = if backend == Backend::X64 {
+                Ok(CompiledChunk {
+                    bytes: x64::emit(program, &job.gates, job.width),
+                    alignment: 16,
+                })
+            } else {
+                compile_job(isas, &mut ctx, &mut fctx, program, job)
+            };
+            let result = result.map_err(|message| LowerError::Codegen {
+                what: format!(
+                    "a chunk of {} gates (entries {:05b}) at {} lanes",
+                    job.gates.len(),
+                    job.entries,
+                    job.width.lanes()
+                ),
+                message,
+            });
             let failed = result.is_err();
             // Each slot is written in one assignment, so a poisoned lock holds nothing torn.
             results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);

@@ -31,8 +31,8 @@ use std::time::Instant;
 use target_lexicon::{Endianness, Triple};
 
 use super::{
-    chunk_signature, compile_parallel, configured_isa, supports_x128, Isas, LowerError, LowerStats, Options,
-    Plan,
+    chunk_signature, compile_parallel, configured_isa, supports_x128, Backend, Isas, LowerError, LowerStats,
+    Options, Plan,
 };
 
 /// The symbol of the number of slots, a 64-bit unsigned integer.
@@ -142,7 +142,7 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
     let x128 = options.x128 && supports_x128(&isas.speed);
     let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
     let plan = Plan::new(program, options.chunk_cost, widths);
-    let compiled = compile_parallel(&isas, program, &plan, options.threads.max(1))?;
+    let compiled = compile_parallel(&isas, program, &plan, options.threads.max(1), Backend::Cranelift)?;
 
     let write = |e: ModuleError| ObjectError::Write(e.to_string());
     let builder = ObjectBuilder::new(isas.speed, "propjet", default_libcall_names()).map_err(write)?;
@@ -255,6 +255,7 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
             code_bytes,
             x128,
             time: start.elapsed(),
+            backend: Backend::Cranelift,
         },
     })
 }
