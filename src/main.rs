@@ -98,8 +98,24 @@ struct CompileArgs {
     /// How long --stats measures each engine on each entry, in seconds.
     #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     stats_seconds: f64,
+    /// Which code generator writes the native code: Cranelift (the default), the direct x86-64
+    /// one where the host allows it and Cranelift elsewhere (auto), or the direct one (x64, an
+    /// error on other hosts).
+    #[arg(long, value_enum, default_value_t = BackendArg::Cranelift)]
+    backend: BackendArg,
     #[command(flatten)]
     limits: LimitArgs,
+}
+
+/// The code generators `compile --backend` can choose.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, ValueEnum)]
+enum BackendArg {
+    /// The direct x86-64 generator where the host allows it, Cranelift elsewhere.
+    Auto,
+    /// Cranelift.
+    Cranelift,
+    /// The direct x86-64 generator.
+    X64,
 }
 
 /// The entries `compile --stats` can measure.
@@ -444,7 +460,15 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
         Duration::ZERO
     } else {
         let clock = Instant::now();
-        match lower::lower(std::sync::Arc::clone(&program), &lower::Options::default()) {
+        let options = lower::Options {
+            backend: match args.backend {
+                BackendArg::Auto => lower::Backend::Auto,
+                BackendArg::Cranelift => lower::Backend::Cranelift,
+                BackendArg::X64 => lower::Backend::X64,
+            },
+            ..lower::Options::default()
+        };
+        match lower::lower(std::sync::Arc::clone(&program), &options) {
             Ok(l) => {
                 let s = &l.stats;
                 println!(

@@ -394,6 +394,9 @@ fn compile_stats_prints_every_phase_and_the_rate_of_every_engine() {
             );
         }
     }
+    let (code, out, err) = propjet(&["compile", "games/tictactoe.kif", "--backend", "cranelift"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("Cranelift code generator"), "{out}");
     let (code, _, err) = propjet(&["compile", "games/tictactoe.kif", "--stats", "--stats-seconds=-1"]);
     assert_eq!(code, 2);
     assert!(err.contains("--stats-seconds"), "{err}");
