@@ -121,7 +121,18 @@ fn main() {
                 );
                 if verbose {
                     for (rel, n) in &s.largest {
-                        println!("    {n:>9}  {rel}");
+                        println!("    {n:>9} atoms  {rel}");
+                    }
+                    for c in s.costliest.iter().take(5) {
+                        println!(
+                            "    line {:>5} {:<24} derive {:>8.1} ms ({} atoms), instantiate {:>8.1} ms ({} rules)",
+                            c.line,
+                            c.relation,
+                            c.derive.as_secs_f64() * 1e3,
+                            c.derived,
+                            c.instantiate.as_secs_f64() * 1e3,
+                            c.rules
+                        );
                     }
                 }
             }

@@ -243,6 +243,9 @@ pub(crate) enum Step {
     NegOut { item: usize },
     /// The `distinct` (or equality) `item`.
     Test { item: usize },
+    /// While deriving, once the head's variables are bound: stop if the head atom is already
+    /// known, since the rest of the join could only derive it again.
+    HeadKnown,
     /// The sub-join `Plan::subs[sub]`: a group of literals that shares only head variables with
     /// the rest of the body. It is solved once per binding of the shared variables bound before
     /// it (`given`); for each binding of the shared variables it binds itself (`out`), its
@@ -256,7 +259,7 @@ impl Step {
             Step::Scan { item, .. } | Step::Absent { item } | Step::NegOut { item } | Step::Test { item } => {
                 Some(*item)
             }
-            Step::Sub { .. } => None,
+            Step::Sub { .. } | Step::HeadKnown => None,
         }
     }
 }
@@ -708,6 +711,30 @@ pub(crate) fn plan(
     let mut subs = Vec::new();
     let mut steps = p.level(items, &mut bound, &needed, &mut subs, relations, store);
     mark_exists_only(conj, &mut steps, &subs, &mut needed);
+    if mode == Mode::Derive {
+        // Where the head's variables are all bound, later steps can only find it again.
+        let mut open = 0;
+        conj.head.for_each_var(&mut |_| open += 1);
+        let mut bound = vec![false; conj.nvars];
+        let mut at = None;
+        for (k, s) in steps.iter().enumerate() {
+            match s {
+                Step::Scan { item, .. } => conj.body[*item].for_each_var(&mut |v| bound[v as usize] = true),
+                Step::Sub { sub } => subs[*sub].out.iter().for_each(|&v| bound[v as usize] = true),
+                _ => {}
+            }
+            let mut all = true;
+            conj.head.for_each_var(&mut |v| all &= bound[v as usize]);
+            if all {
+                at = Some(k + 1);
+                break;
+            }
+        }
+        let at = if open == 0 { Some(0) } else { at };
+        if let Some(k) = at.filter(|&k| k < steps.len()) {
+            steps.insert(k, Step::HeadKnown);
+        }
+    }
     finish_indexes(&mut steps, relations, store);
     for sub in &mut subs {
         finish_indexes(&mut sub.steps, relations, store);
@@ -1036,6 +1063,15 @@ impl<'a> Exec<'a> {
                     self.step(conj, plan, steps, k + 1, emit)?;
                 }
                 Ok(())
+            }
+            Step::HeadKnown => {
+                if self
+                    .find_atom(&conj.head)
+                    .is_some_and(|t| self.store.flags(t) != 0)
+                {
+                    return Ok(());
+                }
+                self.step(conj, plan, steps, k + 1, emit)
             }
             Step::Sub { sub } => {
                 let sp = &plan.subs[*sub];
