@@ -12,7 +12,7 @@
 
 use propjet::compare::{self, Report};
 use propjet::gdl;
-use propjet::ground::{self, GroundLimits, GroundMachine};
+use propjet::ground::{self, GroundError, GroundLimits, GroundMachine};
 use propjet::trace;
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
@@ -46,27 +46,56 @@ fn shared_dir() -> Option<PathBuf> {
 /// entry is a FIXME with the reason beside it; today there is none.
 const KNOWN_DISAGREEMENTS: &[(&str, u32, &str)] = &[];
 
-/// One game's result: its name, how long it took, and its report or why it could not run.
+/// Games the grounder cannot ground (see `tests/ground_corpus.rs` and `doc/grounding.md`), whose
+/// traces therefore cannot be replayed, with the reason. Each must still stop with a `Limit`
+/// error (given [`UNGROUNDABLE_TIME`] rather than the default two minutes, to keep the test
+/// fast); a game that starts to ground fails the test until its entry is removed.
+const UNGROUNDABLE: &[(&str, &str)] = &[
+    (
+        "chess",
+        "the check test after every move asks for hundreds of thousands of attack tests",
+    ),
+    ("dresden_chess", "the same check test as chess"),
+    (
+        "comp2006_argentina",
+        "the same check test in an obfuscated chess variant",
+    ),
+];
+
+/// The time limit for the games of [`UNGROUNDABLE`].
+const UNGROUNDABLE_TIME: Duration = Duration::from_secs(15);
+
+/// One game's result: its name, how long it took, and its report (`None` for a game of
+/// [`UNGROUNDABLE`] that failed to ground as expected) or why it could not run.
 struct Outcome {
     game: String,
     time: Duration,
-    result: Result<Report, String>,
+    result: Result<Option<Report>, String>,
 }
 
 /// Parses and grounds the game, builds the ground evaluator and replays the trace.
-fn replay_game(games: &Path, trace_path: &Path, game: &str) -> Result<Report, String> {
+fn replay_game(games: &Path, trace_path: &Path, game: &str) -> Result<Option<Report>, String> {
     let kif = games.join(format!("{game}.kif"));
     let text = std::fs::read_to_string(&kif).map_err(|e| format!("cannot read {}: {e}", kif.display()))?;
     let desc = gdl::parse(&text).map_err(|e| format!("the front end rejects the game: {e}"))?;
-    let grounded = ground::ground(&desc, &GroundLimits::default())
-        .map_err(|e| format!("the grounder refuses the game: {e}"))?;
+    let ungroundable = UNGROUNDABLE.iter().any(|(name, _)| *name == game);
+    let mut limits = GroundLimits::default();
+    if ungroundable {
+        limits.max_time = UNGROUNDABLE_TIME;
+    }
+    let grounded = match (ground::ground(&desc, &limits), ungroundable) {
+        (Ok(g), false) => g,
+        (Err(GroundError::Limit { .. }), true) => return Ok(None),
+        (Ok(_), true) => return Err("the game grounds now; remove it from UNGROUNDABLE".to_string()),
+        (Err(e), _) => return Err(format!("the grounder refuses the game: {e}")),
+    };
     let machine =
         GroundMachine::new(grounded).map_err(|e| format!("the ground evaluator refuses the program: {e}"))?;
     let trace = trace::read_trace(trace_path).map_err(|e| e.to_string())?;
     if trace.playouts.iter().any(|p| p.header.game != game) {
         return Err(format!("{} holds playouts of another game", trace_path.display()));
     }
-    Ok(compare::replay_trace(&machine, &trace))
+    Ok(Some(compare::replay_trace(&machine, &trace)))
 }
 
 #[test]
@@ -132,7 +161,7 @@ fn ground_program_replays_every_corpus_trace_without_a_mismatch() {
     outcomes.sort_by_key(|o| std::cmp::Reverse(o.time));
     let states: u64 = outcomes
         .iter()
-        .filter_map(|o| o.result.as_ref().ok())
+        .filter_map(|o| o.result.as_ref().ok().and_then(Option::as_ref))
         .map(|r| r.states)
         .sum();
     let total: Duration = outcomes.iter().map(|o| o.time).sum();
@@ -160,7 +189,15 @@ fn ground_program_replays_every_corpus_trace_without_a_mismatch() {
 /// Why a game's outcome fails the test, or `None` when it passes.
 fn judge(o: &Outcome) -> Option<String> {
     let known = KNOWN_DISAGREEMENTS.iter().find(|(game, _, _)| *game == o.game);
-    match (&o.result, known) {
+    let result = match &o.result {
+        Ok(None) => {
+            let _ = writeln!(std::io::stderr(), "not groundable (as expected): {}", o.game);
+            return None;
+        }
+        Ok(Some(report)) => Ok(report),
+        Err(e) => Err(e),
+    };
+    match (result, known) {
         (Err(reason), _) => Some(format!("{}: {reason}", o.game)),
         (Ok(report), None) if report.is_clean() && report.states > 0 => None,
         (Ok(report), None) if report.is_clean() => Some(format!("{}: no state was compared", o.game)),
