@@ -209,6 +209,10 @@ pub struct Report {
     pub states: u64,
     /// How many differences were found.
     pub mismatches: u64,
+    /// How many of them are a problem of the game itself that every engine reported alike (a
+    /// non-terminal state with no legal move for a role, a terminal state without exactly one
+    /// goal per role), not a difference between engines.
+    pub flaws: u64,
     /// The first difference, in full.
     pub first: Option<Mismatch>,
 }
@@ -217,6 +221,12 @@ impl Report {
     /// Whether no difference was found.
     pub fn is_clean(&self) -> bool {
         self.mismatches == 0
+    }
+
+    /// The mismatches that are differences between engines (or with the trace), not flaws of
+    /// the game that every engine saw alike.
+    pub fn disagreements(&self) -> u64 {
+        self.mismatches - self.flaws
     }
 
     fn record(&mut self, found: Vec<Mismatch>) -> bool {
@@ -511,8 +521,11 @@ fn lockstep_playout(
         };
         report.states += 1;
         let mut found = Vec::new();
+        let mut problems: Vec<Vec<Mismatch>> = Vec::new();
         for (k, view) in views.iter().enumerate() {
-            found.extend(internal_problems(&place, roles, &names[k], view));
+            let own = internal_problems(&place, roles, &names[k], view);
+            problems.push(own.clone());
+            found.extend(own);
             if k > 0 {
                 found.extend(compare_views(
                     &place,
@@ -521,6 +534,13 @@ fn lockstep_playout(
                     (&names[k], view),
                 ));
             }
+        }
+        // A flaw of the game is a problem every engine has alike, with the same aspects.
+        let aspects = |ms: &Vec<Mismatch>| ms.iter().map(|m| m.aspect.clone()).collect::<Vec<_>>();
+        if problems.iter().all(|p| aspects(p) == aspects(&problems[0]))
+            && found.len() == problems.iter().map(Vec::len).sum::<usize>()
+        {
+            report.flaws += found.len() as u64;
         }
         if report.record(found) || first_terminal {
             return Ok(());
@@ -646,6 +666,13 @@ impl fmt::Display for Report {
             "{} states compared, {} mismatches",
             self.states, self.mismatches
         )?;
+        if self.flaws > 0 {
+            write!(
+                f,
+                " ({} of them flaws of the game that every engine shares)",
+                self.flaws
+            )?;
+        }
         if let Some(m) = &self.first {
             write!(f, "\nfirst mismatch: {m}")?;
         }

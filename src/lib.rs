@@ -5,8 +5,10 @@
 //! against).
 
 pub mod compare;
+pub mod compile;
 pub mod gdl;
 pub mod ground;
+pub mod net;
 pub mod perft;
 pub mod reference;
 pub mod trace;

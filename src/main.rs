@@ -11,7 +11,8 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use propjet::compare::{self, Cursor, Report, DEFAULT_MAX_STEPS};
 use propjet::reference::Reference;
-use propjet::{gdl, trace};
+use propjet::{compile, gdl, net, trace};
+use propjet_runtime::Interpreter;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -31,6 +32,58 @@ struct Cli {
 enum Command {
     /// Checks an engine on a game: replays a reference trace, or plays seeded random games.
     Check(CheckArgs),
+    /// Compiles a game to an ordered propnet and prints its statistics and phase times.
+    Compile(CompileArgs),
+}
+
+#[derive(clap::Args)]
+struct CompileArgs {
+    /// The game description (GDL in KIF syntax).
+    game: PathBuf,
+    /// Writes the optimized net as Graphviz to FILE (nets of at most 5000 nodes).
+    #[arg(long, value_name = "FILE")]
+    dot: Option<PathBuf>,
+    /// Skips the optimization passes.
+    #[arg(long)]
+    no_optimize: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Budgets of the compiler; hitting one is an error that names it.
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// The most ground atoms.
+    #[arg(long, value_name = "N")]
+    max_atoms: Option<usize>,
+    /// The most ground rules.
+    #[arg(long, value_name = "N")]
+    max_rules: Option<usize>,
+    /// The most nodes of the net.
+    #[arg(long, value_name = "N")]
+    max_nodes: Option<usize>,
+    /// The longest grounding may take, in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    max_ground_seconds: Option<f64>,
+}
+
+impl LimitArgs {
+    fn options(&self) -> compile::Options {
+        let mut o = compile::Options::default();
+        if let Some(n) = self.max_atoms {
+            o.ground.max_atoms = n;
+        }
+        if let Some(n) = self.max_rules {
+            o.ground.max_rules = n;
+        }
+        if let Some(n) = self.max_nodes {
+            o.net.max_nodes = n;
+        }
+        if let Some(s) = self.max_ground_seconds {
+            o.ground.max_time = Duration::from_secs_f64(s.max(0.0));
+        }
+        o
+    }
 }
 
 #[derive(clap::Args)]
@@ -49,17 +102,22 @@ struct CheckArgs {
     /// The bound on the length of a random playout, in joint moves.
     #[arg(long, default_value_t = DEFAULT_MAX_STEPS, conflicts_with = "trace")]
     max_steps: u32,
-    /// Which engine to check.
+    /// Which engine to check; `all` runs every engine and compares them with each other.
     #[arg(long, value_enum, default_value_t = EngineKind::Reference)]
     engine: EngineKind,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
-/// The engines the tool can run. Later engines (the net interpreter, native code, and all of
-/// them compared with each other) join this list.
+/// The engines the tool can run.
 #[derive(Copy, Clone, PartialEq, Eq, Debug, ValueEnum)]
 enum EngineKind {
     /// The GDL-level reference evaluator.
     Reference,
+    /// The interpreter of the compiled, optimized propnet.
+    Interp,
+    /// Every engine, compared with each other.
+    All,
 }
 
 /// Why a command stopped before giving a verdict: the message to print and the exit status.
@@ -79,6 +137,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => check(&args),
+        Command::Compile(args) => compile_game(&args).map(|()| Report::default()),
     };
     match result {
         Ok(report) if report.is_clean() => ExitCode::SUCCESS,
@@ -112,16 +171,37 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
     };
 
     let clock = Instant::now();
-    let machine = match args.engine {
-        EngineKind::Reference => Reference::new(&desc).map_err(|e| {
+    let wants = |kind: EngineKind| args.engine == kind || args.engine == EngineKind::All;
+    let reference = if wants(EngineKind::Reference) {
+        let reference = Reference::new(&desc).map_err(|e| {
             Failure::input(format!(
                 "{}: the reference evaluator cannot run this game: {e}",
                 game.display()
             ))
-        })?,
+        })?;
+        timings.push(("reference setup", clock.elapsed()));
+        Some(reference)
+    } else {
+        None
     };
-    let mut engines: Vec<Box<dyn Cursor + '_>> = vec![compare::cursor(&machine)];
-    timings.push(("setup", clock.elapsed()));
+    let interp = if wants(EngineKind::Interp) {
+        let clock = Instant::now();
+        let compiled = compile::compile(&desc, &args.limits.options())
+            .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+        let interp = Interpreter::new(compiled.program)
+            .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+        timings.push(("compile", clock.elapsed()));
+        Some(interp)
+    } else {
+        None
+    };
+    let mut engines: Vec<Box<dyn Cursor + '_>> = Vec::new();
+    if let Some(r) = &reference {
+        engines.push(compare::cursor(r));
+    }
+    if let Some(i) = &interp {
+        engines.push(compare::cursor(i));
+    }
 
     println!(
         "{}: {} roles ({}), engine {}",
@@ -143,7 +223,27 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
                 trace.playouts.len(),
                 trace.source.display()
             );
-            compare::replay_trace_on(engines[0].as_mut(), trace)
+            // Each engine replays the trace on its own; the reports add up.
+            let mut total = Report::default();
+            let engines_len = engines.len();
+            for engine in engines.iter_mut() {
+                let report = compare::replay_trace_on(engine.as_mut(), trace);
+                if engines_len > 1 {
+                    println!(
+                        "{}: {} mismatches in {} states",
+                        engine.engine_name(),
+                        report.mismatches,
+                        report.states
+                    );
+                }
+                total.playouts = report.playouts;
+                total.states = total.states.max(report.states);
+                total.mismatches += report.mismatches;
+                if total.first.is_none() {
+                    total.first = report.first;
+                }
+            }
+            total
         }
         None => {
             println!(
@@ -170,6 +270,98 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
         .collect();
     println!("time: {}", times.join(", "));
     Ok(report)
+}
+
+fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
+    let game = &args.game;
+    let clock = Instant::now();
+    let text = std::fs::read_to_string(game)
+        .map_err(|e| Failure::input(format!("cannot read {}: {e}", game.display())))?;
+    let desc = gdl::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+    let parse_time = clock.elapsed();
+    let mut options = args.limits.options();
+    options.optimize = !args.no_optimize;
+    let compiled =
+        compile::compile(&desc, &options).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+    let c = &compiled;
+    println!(
+        "{}: {} roles ({})",
+        game.display(),
+        c.net.roles.len(),
+        c.net.roles.join(", ")
+    );
+    println!("ground: {} atoms, {} rules", c.ground_atoms, c.ground_rules);
+    println!("net as built: {}", c.unoptimized);
+    for p in &c.passes {
+        println!(
+            "  round {} {:<16} {:>9} components, {:>8} gates  ({})",
+            p.round,
+            p.pass.to_string(),
+            p.stats.components(),
+            p.stats.gates(),
+            millis(p.time)
+        );
+    }
+    let s = net::NetStats::of(&c.net);
+    println!("net: {s}");
+    println!(
+        "propositions: {} base, {} input, {} legal, {} goal, 1 terminal, {} view; {} constant facts",
+        s.bases, s.inputs, s.legals, s.goals, s.views, s.constant_facts
+    );
+    println!(
+        "gates: {} and, {} or, {} not; {} edges, fan-in max {} mean {:.2}; depth {}",
+        s.ands,
+        s.ors,
+        s.nots,
+        s.edges,
+        s.max_fan_in,
+        s.edges as f64 / (s.ands + s.ors).max(1) as f64,
+        s.depth
+    );
+    let p = &c.program;
+    println!(
+        "program: {} gates, {} operands; entry gates: legal {}, terminal {}, goals {}, next {}, view {}",
+        p.gates.len(),
+        p.operands.len(),
+        p.entry_gates[0].len(),
+        p.entry_gates[1].len(),
+        p.entry_gates[2].len(),
+        p.entry_gates[3].len(),
+        p.entry_gates[4].len()
+    );
+    let t = &c.timings;
+    println!(
+        "time: parse {}, ground {}, build {}, optimize {}, order {}, total {}",
+        millis(parse_time),
+        millis(t.ground),
+        millis(t.build),
+        millis(t.optimize),
+        millis(t.order),
+        millis(parse_time + t.total())
+    );
+    if let Some(kib) = peak_memory_kib() {
+        println!("peak memory: {:.1} MiB", kib as f64 / 1024.0);
+    }
+    if let Some(path) = &args.dot {
+        let dot = net::to_dot(&c.net).ok_or_else(|| {
+            Failure::input(format!(
+                "the net has {} nodes, more than the {} that --dot draws",
+                c.net.nodes.len(),
+                net::DOT_MAX_NODES
+            ))
+        })?;
+        std::fs::write(path, dot)
+            .map_err(|e| Failure::input(format!("cannot write {}: {e}", path.display())))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The process's peak resident memory, where the system reports it (Linux).
+fn peak_memory_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn millis(d: Duration) -> String {

@@ -220,11 +220,67 @@ fn every_shipped_game_passes_a_short_check() {
     games.sort();
     assert!(!games.is_empty(), "no shipped game in games/");
     for game in &games {
-        let (code, out, err) = propjet(&["check", &game.to_string_lossy(), "--playouts", "5"]);
+        let (code, out, err) = propjet(&[
+            "check",
+            &game.to_string_lossy(),
+            "--playouts",
+            "5",
+            "--engine",
+            "all",
+        ]);
         assert_eq!(code, 0, "{}:\nstdout:\n{out}\nstderr:\n{err}", game.display());
         let (states, mismatches) = counts(&out);
         // Five playouts show at least their five initial and five terminal states.
         assert!(states >= 10, "{}: {states} states", game.display());
         assert_eq!(mismatches, 0);
     }
+}
+
+#[test]
+fn the_interpreter_replays_the_corpus_trace_of_tictactoe() {
+    let Some(shared) = shared_dir() else { return };
+    let game = shared.join("games/ticTacToe.kif");
+    let trace = shared.join("traces/ticTacToe.jsonl");
+    for engine in ["interp", "all"] {
+        let (code, out, err) = propjet(&[
+            "check",
+            &game.to_string_lossy(),
+            "--trace",
+            &trace.to_string_lossy(),
+            "--engine",
+            engine,
+        ]);
+        assert_eq!(code, 0, "--engine {engine}: stdout:\n{out}\nstderr:\n{err}");
+        assert_eq!(counts(&out), (trace_states(&trace), 0), "--engine {engine}");
+        assert!(out.contains("interp"), "{out}");
+    }
+}
+
+#[test]
+fn compile_prints_statistics_and_writes_graphviz() {
+    let dir = scratch("compile");
+    let dot = dir.join("ttt.dot");
+    let (code, out, err) = propjet(&["compile", "games/tictactoe.kif", "--dot", &dot.to_string_lossy()]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    for expected in [
+        "components",
+        "constant folding",
+        "dead nodes",
+        "time: parse",
+        "propositions:",
+        "gates:",
+    ] {
+        assert!(out.contains(expected), "`{expected}` missing from:\n{out}");
+    }
+    let drawing = std::fs::read_to_string(&dot).expect("the drawing was written");
+    assert!(drawing.starts_with("digraph"), "{drawing}");
+    assert!(drawing.contains("(legal white (mark 1 1))"), "{drawing}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compile_limits_are_reported_by_name() {
+    let (code, out, err) = propjet(&["compile", "games/tictactoe.kif", "--max-atoms", "10"]);
+    assert_eq!(code, 2, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("max_atoms"), "{err}");
 }

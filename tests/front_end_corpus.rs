@@ -2,29 +2,18 @@
 //! reads back as the same rules.
 
 use propjet::gdl::{self, Atom, Description, Literal, Rule, Term};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// The corpus games, or `None` (after a note) when ../shared is absent outside CI. Under CI
-/// a missing corpus is a failure: the test must not pass by having nothing to look at.
-fn corpus_games() -> Option<Vec<PathBuf>> {
-    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/games"));
-    if !dir.is_dir() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but the corpus directory {} is missing",
-            dir.display()
-        );
-        eprintln!("note: {} is missing; skipping the corpus test", dir.display());
-        return None;
+mod common;
+
+/// The corpus games, checked against INDEX.tsv: a game missing from the directory would
+/// otherwise go unnoticed.
+fn indexed_games() -> Option<Vec<PathBuf>> {
+    let games = common::corpus_games("the front-end corpus test")?;
+    if std::env::var_os("PROPJET_GAMES").is_some() {
+        return Some(games);
     }
-    let mut games: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("the corpus directory is readable")
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "kif"))
-        .collect();
-    games.sort();
-    // INDEX.tsv lists every game (after its header line); a game missing from the directory
-    // would otherwise go unnoticed.
+    let dir = games[0].parent().expect("a game lies in a directory");
     let index = std::fs::read_to_string(dir.join("INDEX.tsv")).expect("the corpus has an INDEX.tsv");
     let listed = index.lines().skip(1).filter(|l| !l.trim().is_empty()).count();
     assert_eq!(
@@ -85,7 +74,7 @@ fn canonical_text(desc: &Description) -> String {
 
 #[test]
 fn every_corpus_game_passes_the_front_end() {
-    let Some(games) = corpus_games() else { return };
+    let Some(games) = indexed_games() else { return };
     let mut failures = Vec::new();
     for path in &games {
         let src = std::fs::read_to_string(path).expect("a corpus game is UTF-8");
@@ -104,7 +93,7 @@ fn every_corpus_game_passes_the_front_end() {
 
 #[test]
 fn canonical_text_reads_back_as_the_same_rules() {
-    let Some(games) = corpus_games() else { return };
+    let Some(games) = indexed_games() else { return };
     let mut failures = Vec::new();
     for path in &games {
         let src = std::fs::read_to_string(path).expect("a corpus game is UTF-8");

@@ -9,34 +9,14 @@ use propjet::gdl::{self, ErrorKind, ParseError};
 use propjet_runtime::Rng;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+
+mod common;
 
 /// About how many bytes of each kind of variant one game gets (cuts, and separately edits).
 const BYTES_PER_GAME: usize = 1_000_000;
 /// The fewest and the most variants of each kind per game.
 const MIN_VARIANTS: usize = 3;
 const MAX_VARIANTS: usize = 100;
-
-fn corpus_games() -> Option<Vec<PathBuf>> {
-    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/games"));
-    if !dir.is_dir() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but the corpus directory {} is missing",
-            dir.display()
-        );
-        eprintln!("note: {} is missing; skipping the robustness test", dir.display());
-        return None;
-    }
-    let mut games: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("the corpus directory is readable")
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "kif"))
-        .collect();
-    games.sort();
-    assert!(!games.is_empty(), "no .kif files in {}", dir.display());
-    Some(games)
-}
 
 /// The lines of a text, split independently of the front end at "\n", "\r\n" and a lone "\r".
 fn lines(src: &str) -> Vec<&str> {
@@ -172,7 +152,9 @@ fn mutate(bytes: &mut Vec<u8>, rng: &mut Rng) {
 
 #[test]
 fn truncated_and_mutated_games_never_panic_and_errors_point_inside() {
-    let Some(games) = corpus_games() else { return };
+    let Some(games) = common::corpus_games("the robustness test") else {
+        return;
+    };
     let start = std::time::Instant::now();
     let mut failures = Vec::new();
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();

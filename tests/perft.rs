@@ -1,14 +1,15 @@
 //! The games propjet ships (`games/*.kif`) and their perft golden files (`games/*.perft`).
 //!
-//! Every shipped game must have a golden file, and the reference evaluator must reproduce every
-//! row of it. Run with `PROPJET_BLESS=1` to rewrite the rows from the reference evaluator
+//! Every shipped game must have a golden file, and the reference evaluator and the compiled net
+//! (interpreted) must reproduce every row of it. Run with `PROPJET_BLESS=1` to rewrite the rows from the reference evaluator
 //! instead of comparing; each file keeps its header and its depth, so a new golden file starts
 //! as a hand-written header plus rows `0 0 0 0` … `N 0 0 0` for the depth wanted.
 
+use propjet::compile::{compile, Options};
 use propjet::gdl;
 use propjet::perft::{perft, PerftFile, PerftRow};
 use propjet::reference::Reference;
-use propjet_runtime::{random_playout, Machine, Rng};
+use propjet_runtime::{random_playout, Interpreter, Machine, Rng};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -46,6 +47,15 @@ fn load_game(name: &str) -> Result<Reference, String> {
     Reference::new(&desc).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// The game compiled and run by the interpreter.
+fn load_compiled(name: &str) -> Result<Interpreter, String> {
+    let path = games_dir().join(format!("{name}.kif"));
+    let src = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let desc = gdl::parse(&src).map_err(|e| format!("{}: {e}", path.display()))?;
+    let compiled = compile(&desc, &Options::default()).map_err(|e| format!("{}: {e}", path.display()))?;
+    Interpreter::new(compiled.program).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 fn golden_path(name: &str) -> PathBuf {
     games_dir().join(format!("{name}.perft"))
 }
@@ -66,13 +76,13 @@ fn blessing() -> bool {
     std::env::var("PROPJET_BLESS").as_deref() == Ok("1")
 }
 
-/// The rows of `actual` that differ from `expected`, one line each.
-fn row_differences(expected: &[PerftRow], actual: &[PerftRow]) -> Vec<String> {
+/// The rows of `actual`, computed by `engine`, that differ from `expected`, one line each.
+fn row_differences(expected: &[PerftRow], actual: &[PerftRow], engine: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (e, a) in expected.iter().zip(actual) {
         if e != a {
             out.push(format!(
-                "depth {}: the file says states {} terminal {} joint_moves {}, the reference evaluator \
+                "depth {}: the file says states {} terminal {} joint_moves {}, the {engine} engine \
                  gives states {} terminal {} joint_moves {}",
                 e.depth, e.states, e.terminal, e.joint_moves, a.states, a.terminal, a.joint_moves
             ));
@@ -110,7 +120,16 @@ fn check_game(name: &str) -> Result<(), String> {
         eprintln!("{name}: wrote {}", path.display());
         return Ok(());
     }
-    let differences = row_differences(&golden.rows, &rows);
+    let mut differences = row_differences(&golden.rows, &rows, "reference");
+    // The compiled net must give the same counts as the golden file.
+    let interp = load_compiled(name)?;
+    let start = Instant::now();
+    let rows = perft(&interp, golden.max_depth()).map_err(|e| format!("{name}: interp: {e}"))?;
+    eprintln!(
+        "{name}: interpreter perft in {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+    differences.extend(row_differences(&golden.rows, &rows, "interp"));
     if differences.is_empty() {
         Ok(())
     } else {

@@ -5,7 +5,7 @@
 //! rejects, an evaluator that refuses the game or panics) is collected with its reason, and the
 //! test fails at the end listing every failure, so one broken game never hides another.
 //!
-//! While working on one game, `PROPJET_TRACES=name` replays only the traces whose name contains
+//! While working on one game, `PROPJET_GAMES=name` replays only the traces whose name contains
 //! `name`; without it (as in CI) every trace runs.
 
 use propjet::compare::{self, Report};
@@ -13,43 +13,15 @@ use propjet::gdl;
 use propjet::reference::Reference;
 use propjet::trace;
 use std::io::Write;
-use std::panic::{self, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::path::Path;
 
-/// The shared corpus, or `None` (after a note) when it is absent outside CI. In CI its absence
-/// is a failure: the test would otherwise pass without checking anything.
-fn shared_dir() -> Option<PathBuf> {
-    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared"));
-    if dir.join("traces").is_dir() && dir.join("games").is_dir() {
-        return Some(dir.to_path_buf());
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but the corpus {} (games/ and traces/) is missing",
-        dir.display()
-    );
-    eprintln!(
-        "note: {} is missing; the trace replay test checks nothing",
-        dir.display()
-    );
-    None
-}
+mod common;
 
 /// Games where the reference evaluator is known to disagree with its trace, with the first
 /// mismatch it gives (step and what differs). Each entry is checked: the game must still fail
 /// exactly so, and a game that starts to agree fails the test until its entry is removed. An
 /// entry is a FIXME with the reason beside it; today there is none.
 const KNOWN_DISAGREEMENTS: &[(&str, u32, &str)] = &[];
-
-/// One game's result: its name, how long it took, and its report or why it could not run.
-struct Outcome {
-    game: String,
-    time: Duration,
-    result: Result<Report, String>,
-}
 
 /// Parses the game, builds the reference evaluator and replays the trace.
 fn replay_game(games: &Path, trace_path: &Path, game: &str) -> Result<Report, String> {
@@ -67,123 +39,48 @@ fn replay_game(games: &Path, trace_path: &Path, game: &str) -> Result<Report, St
 
 #[test]
 fn reference_replays_every_corpus_trace_without_a_mismatch() {
-    let Some(shared) = shared_dir() else { return };
-    let games = shared.join("games");
-    let mut traces: Vec<PathBuf> = std::fs::read_dir(shared.join("traces"))
-        .expect("the traces directory is readable")
-        .map(|entry| entry.expect("a readable directory entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    if let Ok(only) = std::env::var("PROPJET_TRACES") {
-        traces.retain(|p| p.file_stem().is_some_and(|n| n.to_string_lossy().contains(&only)));
-        let _ = writeln!(
-            std::io::stderr(),
-            "PROPJET_TRACES={only}: {} traces",
-            traces.len()
-        );
-    }
-    traces.sort();
-    assert!(
-        !traces.is_empty(),
-        "no .jsonl trace in {}",
-        shared.join("traces").display()
-    );
-
-    let next = AtomicUsize::new(0);
-    let outcomes = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..2 {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(path) = traces.get(i) else { break };
-                let game = path
-                    .file_stem()
-                    .unwrap_or_default()
-                    .to_string_lossy()
-                    .into_owned();
-                let clock = Instant::now();
-                // A panic in one game is turned into that game's failure, so that the games
-                // after it still run and the panic message is reported with the others.
-                let result = panic::catch_unwind(AssertUnwindSafe(|| replay_game(&games, path, &game)))
-                    .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_text(payload.as_ref()))));
-                let outcome = Outcome {
-                    game,
-                    time: clock.elapsed(),
-                    result,
-                };
-                outcomes
-                    .lock()
-                    .expect("no thread panics while holding the lock")
-                    .push(outcome);
-            });
-        }
+    let Some(traces) = common::corpus_traces("the trace replay test") else {
+        return;
+    };
+    let games = traces[0]
+        .parent()
+        .and_then(Path::parent)
+        .expect("traces lie in shared/traces")
+        .join("games");
+    let outcomes = common::run_all("reference trace replay", &traces, |path| {
+        replay_game(&games, path, &common::stem(path))
     });
-    let mut outcomes = outcomes
-        .into_inner()
-        .expect("no thread panicked while holding the lock");
-    assert_eq!(outcomes.len(), traces.len(), "every trace was replayed");
-
-    // The timings go straight to the process's stderr, which the test harness does not
-    // capture, so that CI logs show where the time goes even when the test passes.
-    outcomes.sort_by_key(|o| std::cmp::Reverse(o.time));
     let states: u64 = outcomes
         .iter()
         .filter_map(|o| o.result.as_ref().ok())
         .map(|r| r.states)
         .sum();
-    let total: Duration = outcomes.iter().map(|o| o.time).sum();
-    let mut log = format!(
-        "trace replay: {} traces, {states} states compared, {:.1} s of replay; slowest games:\n",
-        outcomes.len(),
-        total.as_secs_f64()
-    );
-    for o in outcomes.iter().take(10) {
-        log += &format!("  {:>9.1} ms  {}\n", o.time.as_secs_f64() * 1e3, o.game);
-    }
-    let _ = std::io::stderr().write_all(log.as_bytes());
-
-    outcomes.sort_by(|a, b| a.game.cmp(&b.game));
+    eprintln!("reference trace replay: {states} states compared");
     let failures: Vec<String> = outcomes.iter().filter_map(judge).collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} games fail:\n\n{}",
-        failures.len(),
-        outcomes.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, outcomes.len());
 }
 
 /// Why a game's outcome fails the test, or `None` when it passes.
-fn judge(o: &Outcome) -> Option<String> {
-    let known = KNOWN_DISAGREEMENTS.iter().find(|(game, _, _)| *game == o.game);
+fn judge(o: &common::Outcome<Report>) -> Option<String> {
+    let known = KNOWN_DISAGREEMENTS.iter().find(|(game, _, _)| *game == o.name);
     match (&o.result, known) {
-        (Err(reason), _) => Some(format!("{}: {reason}", o.game)),
+        (Err(reason), _) => Some(format!("{}: {reason}", o.name)),
         (Ok(report), None) if report.is_clean() && report.states > 0 => None,
-        (Ok(report), None) if report.is_clean() => Some(format!("{}: no state was compared", o.game)),
-        (Ok(report), None) => Some(format!("{}: {report}", o.game)),
+        (Ok(report), None) if report.is_clean() => Some(format!("{}: no state was compared", o.name)),
+        (Ok(report), None) => Some(format!("{}: {report}", o.name)),
         (Ok(report), Some((_, step, aspect))) => match &report.first {
             Some(m) if m.step == *step && m.aspect.to_string() == *aspect => {
-                let _ = writeln!(std::io::stderr(), "known disagreement (FIXME): {}: {m}", o.game);
+                let _ = writeln!(std::io::stderr(), "known disagreement (FIXME): {}: {m}", o.name);
                 None
             }
             Some(_) => Some(format!(
                 "{}: disagrees differently from its known disagreement (step {step}: {aspect}): {report}",
-                o.game
+                o.name
             )),
             None => Some(format!(
                 "{}: now agrees with its trace; remove it from KNOWN_DISAGREEMENTS",
-                o.game
+                o.name
             )),
         },
-    }
-}
-
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_string()
     }
 }

@@ -6,6 +6,10 @@
 //! indices ([`RoleIdx`], [`MoveIdx`], [`FactIdx`]) and readable by name in canonical KIF
 //! (lowercase, single spaces, e.g. `(cell 1 1 x)`).
 //!
+//! A compiled game is a [`Program`]: an ordered netlist over lane words with its [`Layout`]
+//! (which bit is which named proposition). [`Interpreter`] runs one on [`PackedState`]s and is the
+//! oracle for native code.
+//!
 //! [`random_playout`] plays a seeded, reproducible random game on any machine:
 //!
 //! ```
@@ -31,16 +35,20 @@
 #![warn(missing_docs)]
 
 mod ids;
+mod interp;
 mod machine;
 mod playout;
 mod program;
 mod rng;
+mod state;
 
 pub use ids::{FactIdx, MoveIdx, RoleIdx};
+pub use interp::{Interpreter, LaneError};
 pub use machine::{Machine, MachineError};
 pub use playout::{random_playout, Playout, PlayoutError};
-pub use program::{Entry, Gate, Layout, Lit, Op, Program};
+pub use program::{Entry, Gate, Layout, Lit, Op, Output, Program, ProgramError, Slot, MAX_SLOTS};
 pub use rng::Rng;
+pub use state::PackedState;
 
 #[doc(hidden)]
 pub mod doc_support;

@@ -15,6 +15,7 @@
 //!
 //! Gate operands and outputs are [`Lit`]s: a slot, possibly negated, so negation costs no gate.
 
+use std::fmt;
 use std::ops::Range;
 
 use crate::ids::RoleIdx;
@@ -104,6 +105,93 @@ impl Entry {
         Entry::Next,
         Entry::View,
     ];
+
+    /// The position of the entry in [`Entry::ALL`], which also indexes
+    /// [`Program::entry_gates`].
+    #[inline]
+    pub fn index(self) -> usize {
+        match self {
+            Entry::Legal => 0,
+            Entry::Terminal => 1,
+            Entry::Goals => 2,
+            Entry::Next => 3,
+            Entry::View => 4,
+        }
+    }
+
+    /// Whether the entry may read input slots. Legal, terminal and goals depend on the state
+    /// alone, so an executor need not set the inputs before running them.
+    #[inline]
+    pub fn reads_inputs(self) -> bool {
+        matches!(self, Entry::Next | Entry::View)
+    }
+}
+
+/// One output literal of a [`Program`], named so that messages can say which one is wrong.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Output {
+    /// `Program::legal[i]`.
+    Legal(u32),
+    /// `Program::terminal`.
+    Terminal,
+    /// `Program::goals[i]`.
+    Goal(u32),
+    /// `Program::next[i]`.
+    Next(u32),
+    /// `Program::views[i]`.
+    View(u32),
+}
+
+impl Output {
+    /// The `i`-th output of `entry`.
+    pub fn of(entry: Entry, i: u32) -> Output {
+        match entry {
+            Entry::Legal => Output::Legal(i),
+            Entry::Terminal => Output::Terminal,
+            Entry::Goals => Output::Goal(i),
+            Entry::Next => Output::Next(i),
+            Entry::View => Output::View(i),
+        }
+    }
+}
+
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Output::Legal(i) => write!(f, "legal[{i}]"),
+            Output::Terminal => write!(f, "terminal"),
+            Output::Goal(i) => write!(f, "goals[{i}]"),
+            Output::Next(i) => write!(f, "next[{i}]"),
+            Output::View(i) => write!(f, "views[{i}]"),
+        }
+    }
+}
+
+/// What a slot of the value array holds.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub enum Slot {
+    /// Slot 0 (false) or slot 1 (true).
+    Const(bool),
+    /// Base proposition `i`.
+    Base(u32),
+    /// Input proposition `i`.
+    Input(u32),
+    /// The output of gate `g`.
+    Gate(u32),
+    /// A slot beyond the value array.
+    OutOfRange,
+}
+
+impl fmt::Display for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Slot::Const(v) => write!(f, "constant {v}"),
+            Slot::Base(i) => write!(f, "base {i}"),
+            Slot::Input(i) => write!(f, "input {i}"),
+            Slot::Gate(g) => write!(f, "gate {g}"),
+            Slot::OutOfRange => write!(f, "out of range"),
+        }
+    }
 }
 
 /// Which bit of the packed bitmasks is which named proposition.
@@ -161,4 +249,555 @@ pub struct Program {
     pub views: Vec<Lit>,
     /// For each entry, in the order of [`Entry::ALL`], the gates it needs, ascending.
     pub entry_gates: [Vec<u32>; 5],
+}
+
+/// The most slots a program may have: a [`Lit`] keeps the slot in 31 bits.
+pub const MAX_SLOTS: usize = 1 << 31;
+
+/// Why a [`Program`] is malformed. The compiler's output must always validate, so any of these
+/// from a compiled game is a compiler bug; each message says exactly which item is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramError {
+    /// The value array would have more slots than a literal can address.
+    #[error("the program has {slots} slots; a literal addresses at most {max}", max = MAX_SLOTS)]
+    TooManySlots {
+        /// Constants, bases, inputs and gates together.
+        slots: usize,
+    },
+    /// A table has the wrong length for the layout.
+    #[error("{table} has {got} entries, but the layout asks for {expected}")]
+    LengthMismatch {
+        /// Which table, and what its length must match.
+        table: &'static str,
+        /// The length the layout asks for.
+        expected: usize,
+        /// The actual length.
+        got: usize,
+    },
+    /// The initial state sets a padding bit of its last word.
+    #[error("init sets bit {bit}, but there are only {bases} bases")]
+    InitBitBeyondBases {
+        /// The offending bit.
+        bit: usize,
+        /// The number of bases.
+        bases: usize,
+    },
+    /// `layout.role_inputs` does not have one range per role.
+    #[error("layout.role_inputs has {got} ranges for {roles} roles")]
+    RoleRangeCount {
+        /// The number of roles.
+        roles: usize,
+        /// The number of ranges.
+        got: usize,
+    },
+    /// A role's input range does not start where the previous one ended, or is reversed.
+    #[error("the input range of role {role} is {range:?}; it must start at {expected_start} and not end before it starts")]
+    RoleRangeGap {
+        /// The role.
+        role: usize,
+        /// Its range.
+        range: Range<u32>,
+        /// Where the previous role's range ended (0 for the first role).
+        expected_start: u32,
+    },
+    /// The role ranges do not end at the number of inputs.
+    #[error("the role input ranges end at {end}, but there are {inputs} inputs")]
+    RoleRangesEnd {
+        /// Where the last range ends (0 with no role).
+        end: u32,
+        /// The number of inputs.
+        inputs: usize,
+    },
+    /// An input lies in one role's range but names another role.
+    #[error("input {input} ({name}) names role {role} in layout.inputs, but lies in the range of role {range_role}")]
+    InputRoleMismatch {
+        /// The input.
+        input: usize,
+        /// Its action.
+        name: String,
+        /// The role it names.
+        role: RoleIdx,
+        /// The role whose range holds it.
+        range_role: usize,
+    },
+    /// A goal bit names a role that does not exist.
+    #[error("goal bit {goal} names role {role}, but there are {roles} roles")]
+    GoalRoleOutOfRange {
+        /// The goal bit.
+        goal: usize,
+        /// The role it names.
+        role: RoleIdx,
+        /// The number of roles.
+        roles: usize,
+    },
+    /// A gate's operand run reaches past `Program::operands`.
+    #[error("gate {gate} has operands {start}..{start}+{len}, past the end of the {operands} operands")]
+    OperandRunOutOfBounds {
+        /// The gate.
+        gate: usize,
+        /// Its first operand.
+        start: u32,
+        /// Its operand count.
+        len: u32,
+        /// The length of `Program::operands`.
+        operands: usize,
+    },
+    /// A gate reads a slot that is not computed before it.
+    #[error("gate {gate} (slot {gate_slot}): operand {operand} reads slot {slot} ({kind}), which is not below the gate's own slot")]
+    OperandNotBelow {
+        /// The gate.
+        gate: usize,
+        /// The gate's own slot.
+        gate_slot: usize,
+        /// The operand's position within the gate.
+        operand: usize,
+        /// The slot it reads.
+        slot: u32,
+        /// What that slot is.
+        kind: Slot,
+    },
+    /// An output literal reads a slot beyond the value array.
+    #[error("output {output} reads slot {slot}, but the program has {slots} slots")]
+    OutputOutOfBounds {
+        /// The output.
+        output: Output,
+        /// The slot it reads.
+        slot: u32,
+        /// The number of slots.
+        slots: usize,
+    },
+    /// An entry names a gate that does not exist.
+    #[error("the gate list of entry {entry:?} names gate {gate}, but there are {gates} gates")]
+    EntryGateOutOfRange {
+        /// The entry.
+        entry: Entry,
+        /// The gate named.
+        gate: u32,
+        /// The number of gates.
+        gates: usize,
+    },
+    /// An entry's gate list is not strictly ascending.
+    #[error("the gate list of entry {entry:?} has gate {gate} at position {position}, not above the previous gate {previous}")]
+    EntryGatesNotAscending {
+        /// The entry.
+        entry: Entry,
+        /// The position in the list.
+        position: usize,
+        /// The gate before it.
+        previous: u32,
+        /// The gate at that position.
+        gate: u32,
+    },
+    /// An entry lacks a gate that one of its outputs reads.
+    #[error("the gate list of entry {entry:?} lacks gate {missing}, which output {output} reads")]
+    EntryMissesOutputGate {
+        /// The entry.
+        entry: Entry,
+        /// The output.
+        output: Output,
+        /// The gate it reads.
+        missing: u32,
+    },
+    /// An entry lacks a gate that one of its gates reads.
+    #[error("the gate list of entry {entry:?} lacks gate {missing}, which operand {operand} of its gate {gate} reads")]
+    EntryMissesOperandGate {
+        /// The entry.
+        entry: Entry,
+        /// The gate of the entry.
+        gate: u32,
+        /// The operand's position within that gate.
+        operand: usize,
+        /// The gate it reads.
+        missing: u32,
+    },
+    /// An output of legal, terminal or goals reads an input directly.
+    #[error("output {output} reads input {input}; legal, terminal and goals may read bases only")]
+    OutputReadsInput {
+        /// The output.
+        output: Output,
+        /// The input.
+        input: u32,
+    },
+    /// A gate needed by legal, terminal or goals reads an input.
+    #[error("entry {entry:?} needs gate {gate}, whose operand {operand} reads input {input}; legal, terminal and goals may read bases only")]
+    GateReadsInput {
+        /// The entry.
+        entry: Entry,
+        /// The gate.
+        gate: u32,
+        /// The operand's position within the gate.
+        operand: usize,
+        /// The input.
+        input: u32,
+    },
+}
+
+impl Program {
+    /// The slot of constant false.
+    pub const FALSE_SLOT: u32 = 0;
+    /// The slot of constant true.
+    pub const TRUE_SLOT: u32 = 1;
+
+    /// The number of base propositions.
+    #[inline]
+    pub fn num_bases(&self) -> usize {
+        self.layout.bases.len()
+    }
+
+    /// The number of input propositions.
+    #[inline]
+    pub fn num_inputs(&self) -> usize {
+        self.layout.inputs.len()
+    }
+
+    /// The number of gates.
+    #[inline]
+    pub fn num_gates(&self) -> usize {
+        self.gates.len()
+    }
+
+    /// The length of the value array: two constants, the bases, the inputs and the gates.
+    #[inline]
+    pub fn num_slots(&self) -> usize {
+        self.first_gate_slot() + self.gates.len()
+    }
+
+    /// The slot of the first input.
+    #[inline]
+    pub fn first_input_slot(&self) -> usize {
+        2 + self.num_bases()
+    }
+
+    /// The slot of gate 0.
+    #[inline]
+    pub fn first_gate_slot(&self) -> usize {
+        2 + self.num_bases() + self.num_inputs()
+    }
+
+    /// The slot of base `i`. Meaningful for `i < num_bases()` of a program with at most
+    /// [`MAX_SLOTS`] slots, which [`Program::validate`] checks.
+    #[inline]
+    pub fn base_slot(&self, i: usize) -> u32 {
+        (2 + i) as u32
+    }
+
+    /// The slot of input `i` (meaningful for `i < num_inputs()`).
+    #[inline]
+    pub fn input_slot(&self, i: usize) -> u32 {
+        (self.first_input_slot() + i) as u32
+    }
+
+    /// The slot of gate `g` (meaningful for `g < num_gates()`).
+    #[inline]
+    pub fn gate_slot(&self, g: usize) -> u32 {
+        (self.first_gate_slot() + g) as u32
+    }
+
+    /// What `slot` holds.
+    pub fn slot_kind(&self, slot: u32) -> Slot {
+        let s = slot as usize;
+        if s < 2 {
+            Slot::Const(s == 1)
+        } else if s < self.first_input_slot() {
+            Slot::Base(slot - 2)
+        } else if s < self.first_gate_slot() {
+            Slot::Input((s - self.first_input_slot()) as u32)
+        } else if s < self.num_slots() {
+            Slot::Gate((s - self.first_gate_slot()) as u32)
+        } else {
+            Slot::OutOfRange
+        }
+    }
+
+    /// The operands of gate `g`, or `None` if there is no such gate or its run is out of bounds.
+    pub fn gate_operands(&self, g: usize) -> Option<&[Lit]> {
+        let gate = self.gates.get(g)?;
+        let start = gate.start as usize;
+        self.operands.get(start..start.checked_add(gate.len as usize)?)
+    }
+
+    /// The output literals of `entry`, in bit order: one per input for legal, the terminal
+    /// literal, one per goal bit, one per base for next, one per view.
+    pub fn outputs(&self, entry: Entry) -> &[Lit] {
+        match entry {
+            Entry::Legal => &self.legal,
+            Entry::Terminal => std::slice::from_ref(&self.terminal),
+            Entry::Goals => &self.goals,
+            Entry::Next => &self.next,
+            Entry::View => &self.views,
+        }
+    }
+
+    /// The gates `entry` runs, ascending.
+    #[inline]
+    pub fn gates_of(&self, entry: Entry) -> &[u32] {
+        &self.entry_gates[entry.index()]
+    }
+
+    /// Which gates the outputs of `entry` read, directly or through other gates. Operands that
+    /// are out of bounds or not below their gate are skipped, so this never panics;
+    /// [`Program::validate`] reports them.
+    fn needed_gates(&self, entry: Entry) -> Vec<bool> {
+        let first = self.first_gate_slot();
+        let count = self.gates.len();
+        let mut needed = vec![false; count];
+        for lit in self.outputs(entry) {
+            if let Some(g) = (lit.slot() as usize).checked_sub(first) {
+                if g < count {
+                    needed[g] = true;
+                }
+            }
+        }
+        // Operands read only lower gates, so one sweep from the top reaches the whole fan-in.
+        for g in (0..count).rev() {
+            if !needed[g] {
+                continue;
+            }
+            for lit in self.gate_operands(g).unwrap_or(&[]) {
+                if let Some(h) = (lit.slot() as usize).checked_sub(first) {
+                    if h < g {
+                        needed[h] = true;
+                    }
+                }
+            }
+        }
+        needed
+    }
+
+    /// Fills [`Program::entry_gates`] with each entry's transitive fan-in, ascending: exactly the
+    /// gates its outputs need. The compiler calls it once the gates are ordered.
+    pub fn compute_entry_gates(&mut self) {
+        for entry in Entry::ALL {
+            let needed = self.needed_gates(entry);
+            self.entry_gates[entry.index()] = needed
+                .iter()
+                .enumerate()
+                .filter(|&(_, &n)| n)
+                .map(|(g, _)| g as u32)
+                .collect();
+        }
+    }
+
+    /// Checks every structural promise the executors rely on: table lengths agree with the
+    /// layout, role ranges partition the inputs, every gate reads only slots below its own,
+    /// every output is in bounds, every entry's gate list is ascending and closed under the
+    /// operands of its gates and outputs, and legal, terminal and goals never read an input.
+    /// An executor may then index the value array without further checks.
+    pub fn validate(&self) -> Result<(), ProgramError> {
+        let slots = self.num_slots();
+        if slots > MAX_SLOTS {
+            return Err(ProgramError::TooManySlots { slots });
+        }
+        self.validate_layout()?;
+        self.validate_gates()?;
+        for entry in Entry::ALL {
+            for (i, lit) in self.outputs(entry).iter().enumerate() {
+                if lit.slot() as usize >= slots {
+                    return Err(ProgramError::OutputOutOfBounds {
+                        output: Output::of(entry, i as u32),
+                        slot: lit.slot(),
+                        slots,
+                    });
+                }
+            }
+        }
+        for entry in Entry::ALL {
+            self.validate_entry(entry)?;
+        }
+        Ok(())
+    }
+
+    fn validate_layout(&self) -> Result<(), ProgramError> {
+        let layout = &self.layout;
+        let lengths = [
+            ("legal (one per input)", layout.inputs.len(), self.legal.len()),
+            ("next (one per base)", layout.bases.len(), self.next.len()),
+            (
+                "goals (one per layout goal)",
+                layout.goals.len(),
+                self.goals.len(),
+            ),
+            (
+                "views (one per layout view)",
+                layout.views.len(),
+                self.views.len(),
+            ),
+            (
+                "init (words of the base bitmask)",
+                Layout::words(layout.bases.len()),
+                self.init.len(),
+            ),
+        ];
+        for (table, expected, got) in lengths {
+            if expected != got {
+                return Err(ProgramError::LengthMismatch { table, expected, got });
+            }
+        }
+        let bases = layout.bases.len();
+        if let Some(&last) = self.init.last() {
+            let used = bases - (self.init.len() - 1) * 64;
+            if used < 64 && last >> used != 0 {
+                let bit = (self.init.len() - 1) * 64 + (used + (last >> used).trailing_zeros() as usize);
+                return Err(ProgramError::InitBitBeyondBases { bit, bases });
+            }
+        }
+        let roles = layout.roles.len();
+        if layout.role_inputs.len() != roles {
+            return Err(ProgramError::RoleRangeCount {
+                roles,
+                got: layout.role_inputs.len(),
+            });
+        }
+        let mut end = 0u32;
+        for (role, range) in layout.role_inputs.iter().enumerate() {
+            if range.start != end || range.end < range.start {
+                return Err(ProgramError::RoleRangeGap {
+                    role,
+                    range: range.clone(),
+                    expected_start: end,
+                });
+            }
+            end = range.end;
+        }
+        if end as usize != layout.inputs.len() {
+            return Err(ProgramError::RoleRangesEnd {
+                end,
+                inputs: layout.inputs.len(),
+            });
+        }
+        for (range_role, range) in layout.role_inputs.iter().enumerate() {
+            for input in range.start as usize..range.end as usize {
+                let (role, name) = &layout.inputs[input];
+                if role.index() != range_role {
+                    return Err(ProgramError::InputRoleMismatch {
+                        input,
+                        name: name.clone(),
+                        role: *role,
+                        range_role,
+                    });
+                }
+            }
+        }
+        for (goal, &(role, _)) in layout.goals.iter().enumerate() {
+            if role.index() >= roles {
+                return Err(ProgramError::GoalRoleOutOfRange { goal, role, roles });
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_gates(&self) -> Result<(), ProgramError> {
+        for (g, gate) in self.gates.iter().enumerate() {
+            let Some(operands) = self.gate_operands(g) else {
+                return Err(ProgramError::OperandRunOutOfBounds {
+                    gate: g,
+                    start: gate.start,
+                    len: gate.len,
+                    operands: self.operands.len(),
+                });
+            };
+            let gate_slot = self.first_gate_slot() + g;
+            for (operand, lit) in operands.iter().enumerate() {
+                if lit.slot() as usize >= gate_slot {
+                    return Err(ProgramError::OperandNotBelow {
+                        gate: g,
+                        gate_slot,
+                        operand,
+                        slot: lit.slot(),
+                        kind: self.slot_kind(lit.slot()),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one entry's gate list; the gates and outputs are already known to be in bounds.
+    fn validate_entry(&self, entry: Entry) -> Result<(), ProgramError> {
+        let list = self.gates_of(entry);
+        let gates = self.gates.len();
+        let mut present = vec![false; gates];
+        for (position, &gate) in list.iter().enumerate() {
+            if gate as usize >= gates {
+                return Err(ProgramError::EntryGateOutOfRange { entry, gate, gates });
+            }
+            if position > 0 && list[position - 1] >= gate {
+                return Err(ProgramError::EntryGatesNotAscending {
+                    entry,
+                    position,
+                    previous: list[position - 1],
+                    gate,
+                });
+            }
+            present[gate as usize] = true;
+        }
+        // A list that holds every gate read by its outputs and by its own gates is closed under
+        // the transitive fan-in, so checking the direct reads suffices.
+        let first = self.first_gate_slot();
+        let gate_of = |lit: &Lit| (lit.slot() as usize).checked_sub(first).map(|g| g as u32);
+        for (i, lit) in self.outputs(entry).iter().enumerate() {
+            if let Some(missing) = gate_of(lit) {
+                if !present[missing as usize] {
+                    return Err(ProgramError::EntryMissesOutputGate {
+                        entry,
+                        output: Output::of(entry, i as u32),
+                        missing,
+                    });
+                }
+            }
+        }
+        for &gate in list {
+            for (operand, lit) in self
+                .gate_operands(gate as usize)
+                .unwrap_or(&[])
+                .iter()
+                .enumerate()
+            {
+                if let Some(missing) = gate_of(lit) {
+                    if !present[missing as usize] {
+                        return Err(ProgramError::EntryMissesOperandGate {
+                            entry,
+                            gate,
+                            operand,
+                            missing,
+                        });
+                    }
+                }
+            }
+        }
+        if !entry.reads_inputs() {
+            self.validate_base_only(entry)?;
+        }
+        Ok(())
+    }
+
+    /// Checks that nothing `entry` needs reads an input slot.
+    fn validate_base_only(&self, entry: Entry) -> Result<(), ProgramError> {
+        let as_input = |lit: &Lit| match self.slot_kind(lit.slot()) {
+            Slot::Input(i) => Some(i),
+            _ => None,
+        };
+        for (i, lit) in self.outputs(entry).iter().enumerate() {
+            if let Some(input) = as_input(lit) {
+                return Err(ProgramError::OutputReadsInput {
+                    output: Output::of(entry, i as u32),
+                    input,
+                });
+            }
+        }
+        let needed = self.needed_gates(entry);
+        for (g, _) in needed.iter().enumerate().filter(|&(_, &n)| n) {
+            for (operand, lit) in self.gate_operands(g).unwrap_or(&[]).iter().enumerate() {
+                if let Some(input) = as_input(lit) {
+                    return Err(ProgramError::GateReadsInput {
+                        entry,
+                        gate: g as u32,
+                        operand,
+                        input,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
 }

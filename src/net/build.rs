@@ -1,0 +1,362 @@
+//! From a ground program to a propnet, literally: one or-of-ands per view atom, one base per
+//! `true` atom, one input per legal move. Recursion among views is unrolled to its least
+//! fixpoint so that the net is acyclic.
+
+use super::{BaseProp, GoalProp, InputProp, NetError, Node, NodeId, Propnet};
+use crate::ground::{AtomId, AtomKind, GroundLit, Grounded};
+use propjet_runtime::RoleIdx;
+use rustc_hash::FxHashMap;
+
+/// Budgets for building and optimizing a net.
+#[derive(Clone, Debug)]
+pub struct NetLimits {
+    /// Nodes of the net, constants and propositions included.
+    pub max_nodes: usize,
+}
+
+impl Default for NetLimits {
+    fn default() -> Self {
+        NetLimits {
+            max_nodes: 20_000_000,
+        }
+    }
+}
+
+/// Builds the unoptimized propnet of `g`.
+pub fn build(g: &Grounded, limits: &NetLimits) -> Result<Propnet, NetError> {
+    Builder::new(g, limits).run()
+}
+
+struct Builder<'g> {
+    g: &'g Grounded,
+    limits: &'g NetLimits,
+    net: Propnet,
+    /// The node of each atom, once built.
+    atom_node: Vec<Option<NodeId>>,
+    /// One negation node per node that is read negated.
+    negations: FxHashMap<NodeId, NodeId>,
+    /// The rules of each head atom.
+    rules_of: Vec<Vec<u32>>,
+    false_node: NodeId,
+}
+
+impl<'g> Builder<'g> {
+    fn new(g: &'g Grounded, limits: &'g NetLimits) -> Builder<'g> {
+        let mut rules_of = vec![Vec::new(); g.atoms.len()];
+        for (i, r) in g.rules.iter().enumerate() {
+            rules_of[r.head.index()].push(i as u32);
+        }
+        let mut net = Propnet {
+            roles: g.roles.clone(),
+            ..Propnet::default()
+        };
+        net.nodes.push(Node::Const(false));
+        net.nodes.push(Node::Const(true));
+        Builder {
+            g,
+            limits,
+            net,
+            atom_node: vec![None; g.atoms.len()],
+            negations: FxHashMap::default(),
+            rules_of,
+            false_node: NodeId(0),
+        }
+    }
+
+    fn push(&mut self, node: Node) -> Result<NodeId, NetError> {
+        if self.net.nodes.len() >= self.limits.max_nodes {
+            return Err(NetError::Limit {
+                limit: "max_nodes",
+                value: self.limits.max_nodes as u64,
+                what: "the unoptimized net".into(),
+            });
+        }
+        self.net.nodes.push(node);
+        Ok(NodeId::from_index(self.net.nodes.len() - 1))
+    }
+
+    fn run(mut self) -> Result<Propnet, NetError> {
+        let g = self.g;
+        // Bases, sorted by fact so that the layout does not depend on grounding order.
+        let mut trues: Vec<AtomId> = (0..g.atoms.len())
+            .map(AtomId::from_index)
+            .filter(|a| g.atoms[a.index()].kind == AtomKind::True)
+            .collect();
+        trues.sort_by(|a, b| g.atoms[a.index()].text.cmp(&g.atoms[b.index()].text));
+        let mut init = vec![false; g.atoms.len()];
+        for a in &g.init {
+            init[a.index()] = true;
+        }
+        for (b, &a) in trues.iter().enumerate() {
+            let node = self.push(Node::Base(b as u32))?;
+            self.atom_node[a.index()] = Some(node);
+            self.net.bases.push(BaseProp {
+                name: g.atoms[a.index()].text.clone(),
+                init: init[a.index()],
+                next: self.false_node,
+            });
+        }
+
+        // Inputs: one per legal atom, by role then action.
+        let mut legals: Vec<(u32, &str, AtomId)> = Vec::new();
+        let mut does: FxHashMap<(u32, &str), AtomId> = FxHashMap::default();
+        for (i, atom) in g.atoms.iter().enumerate() {
+            match atom.kind {
+                AtomKind::Legal { role } => legals.push((role, &atom.text, AtomId::from_index(i))),
+                AtomKind::Does { role } => {
+                    does.insert((role, &atom.text), AtomId::from_index(i));
+                }
+                _ => {}
+            }
+        }
+        legals.sort();
+        let mut legal_atoms = Vec::with_capacity(legals.len());
+        for (i, &(role, text, legal)) in legals.iter().enumerate() {
+            let node = self.push(Node::Input(i as u32))?;
+            if let Some(d) = does.remove(&(role, text)) {
+                self.atom_node[d.index()] = Some(node);
+            }
+            self.net.inputs.push(InputProp {
+                role: RoleIdx(role),
+                name: text.to_string(),
+                legal: self.false_node,
+            });
+            legal_atoms.push(legal);
+        }
+        // A move that is never legal is never played.
+        for (_, d) in does {
+            self.atom_node[d.index()] = Some(self.false_node);
+        }
+
+        self.build_views()?;
+
+        // Outputs.
+        for (i, &a) in legal_atoms.iter().enumerate() {
+            self.net.inputs[i].legal = self.node_of(a);
+        }
+        let base_index: FxHashMap<&str, usize> = trues
+            .iter()
+            .enumerate()
+            .map(|(b, a)| (g.atoms[a.index()].text.as_str(), b))
+            .collect();
+        let mut goals = Vec::new();
+        let mut views = Vec::new();
+        for (i, atom) in g.atoms.iter().enumerate() {
+            let id = AtomId::from_index(i);
+            let name = match atom.kind {
+                AtomKind::True | AtomKind::Does { .. } => continue,
+                AtomKind::Next => {
+                    let Some(&b) = base_index.get(atom.text.as_str()) else {
+                        return Err(NetError::Internal(format!("(next {}) has no base", atom.text)));
+                    };
+                    self.net.bases[b].next = self.node_of(id);
+                    format!("(next {})", atom.text)
+                }
+                AtomKind::Legal { role } => {
+                    format!("(legal {} {})", g.roles[role as usize], atom.text)
+                }
+                AtomKind::Goal { role, value } => {
+                    goals.push(GoalProp {
+                        role: RoleIdx(role),
+                        value,
+                        node: self.node_of(id),
+                    });
+                    atom.text.clone()
+                }
+                AtomKind::Terminal => {
+                    self.net.terminal = self.node_of(id);
+                    atom.text.clone()
+                }
+                AtomKind::View => atom.text.clone(),
+            };
+            views.push((name, self.node_of(id)));
+        }
+        if !g.atoms.iter().any(|a| a.kind == AtomKind::Terminal) {
+            self.net.terminal = self.false_node;
+        }
+        goals.sort_by_key(|g| (g.role, g.value));
+        self.net.goals = goals;
+        views.sort();
+        self.net.views = views;
+        self.net.verify()?;
+        Ok(self.net)
+    }
+
+    fn node_of(&self, a: AtomId) -> NodeId {
+        self.atom_node[a.index()].unwrap_or(self.false_node)
+    }
+
+    /// Builds the view atoms in dependency order, one strongly connected component at a time.
+    fn build_views(&mut self) -> Result<(), NetError> {
+        let g = self.g;
+        let is_view = |a: AtomId| !matches!(g.atoms[a.index()].kind, AtomKind::True | AtomKind::Does { .. });
+        // Edges from a head to the view atoms its bodies read.
+        let heads: Vec<AtomId> = (0..g.atoms.len())
+            .map(AtomId::from_index)
+            .filter(|&a| is_view(a) && !self.rules_of[a.index()].is_empty())
+            .collect();
+        let succ = |a: AtomId| -> Vec<AtomId> {
+            let mut out: Vec<AtomId> = self.rules_of[a.index()]
+                .iter()
+                .flat_map(|&r| g.rules[r as usize].body.iter().map(|l| l.atom))
+                .filter(|&b| is_view(b))
+                .collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        };
+        for scc in tarjan(g.atoms.len(), &heads, succ) {
+            let cyclic = scc.len() > 1 || {
+                let a = scc[0];
+                self.rules_of[a.index()]
+                    .iter()
+                    .any(|&r| g.rules[r as usize].body.iter().any(|l| l.atom == a))
+            };
+            if cyclic {
+                self.build_recursive(&scc)?;
+            } else {
+                let a = scc[0];
+                let node = self.build_atom(a, &|_| None)?;
+                self.atom_node[a.index()] = Some(node);
+            }
+        }
+        Ok(())
+    }
+
+    /// The or over `a`'s rules of the and of their literals; `inner` gives the node of atoms
+    /// being unrolled.
+    fn build_atom(
+        &mut self,
+        a: AtomId,
+        inner: &dyn Fn(AtomId) -> Option<NodeId>,
+    ) -> Result<NodeId, NetError> {
+        let rules = self.rules_of[a.index()].clone();
+        let mut ors = Vec::with_capacity(rules.len());
+        for r in rules {
+            let body: Vec<GroundLit> = self.g.rules[r as usize].body.clone();
+            let mut ands = Vec::with_capacity(body.len());
+            for lit in body {
+                let node = inner(lit.atom).unwrap_or_else(|| self.node_of(lit.atom));
+                ands.push(if lit.negated { self.negation(node)? } else { node });
+            }
+            ors.push(self.push(Node::And(ands))?);
+        }
+        self.push(Node::Or(ors))
+    }
+
+    fn negation(&mut self, node: NodeId) -> Result<NodeId, NetError> {
+        if let Some(&n) = self.negations.get(&node) {
+            return Ok(n);
+        }
+        let n = self.push(Node::Not(node))?;
+        self.negations.insert(node, n);
+        Ok(n)
+    }
+
+    /// A recursive component has the least fixpoint of its positive rules as its meaning. With
+    /// `k` atoms, `k` rounds of the rules starting from all-false reach it, since each round
+    /// that changes anything makes at least one more atom true.
+    fn build_recursive(&mut self, scc: &[AtomId]) -> Result<(), NetError> {
+        let g = self.g;
+        let members: FxHashMap<AtomId, usize> = scc.iter().enumerate().map(|(i, &a)| (a, i)).collect();
+        for &a in scc {
+            for &r in &self.rules_of[a.index()] {
+                if g.rules[r as usize]
+                    .body
+                    .iter()
+                    .any(|l| l.negated && members.contains_key(&l.atom))
+                {
+                    let mut propositions: Vec<String> = scc
+                        .iter()
+                        .take(8)
+                        .map(|a| g.atoms[a.index()].text.clone())
+                        .collect();
+                    if scc.len() > 8 {
+                        propositions.push(format!("… ({} in all)", scc.len()));
+                    }
+                    return Err(NetError::Cycle {
+                        propositions,
+                        reason: "a cycle through negation".into(),
+                    });
+                }
+            }
+        }
+        let mut current: Vec<NodeId> = vec![self.false_node; scc.len()];
+        for _ in 0..scc.len() {
+            let mut next = Vec::with_capacity(scc.len());
+            for &a in scc {
+                let lookup = |b: AtomId| members.get(&b).map(|&i| current[i]);
+                next.push(self.build_atom(a, &lookup)?);
+            }
+            current = next;
+        }
+        for (&a, node) in scc.iter().zip(current) {
+            self.atom_node[a.index()] = Some(node);
+        }
+        Ok(())
+    }
+}
+
+/// Strongly connected components of the graph on `roots` and what they reach, each component
+/// after every component it has an edge to (dependencies first). Iterative, so deep recursion
+/// in a game cannot overflow the stack.
+fn tarjan(n: usize, roots: &[AtomId], succ: impl Fn(AtomId) -> Vec<AtomId>) -> Vec<Vec<AtomId>> {
+    const UNVISITED: u32 = u32::MAX;
+    let mut index = vec![UNVISITED; n];
+    let mut low = vec![0u32; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<AtomId> = Vec::new();
+    let mut sccs = Vec::new();
+    let mut counter = 0u32;
+    // Each frame: the atom, its successors, and the position of the next successor to visit.
+    let mut frames: Vec<(AtomId, Vec<AtomId>, usize)> = Vec::new();
+    for &root in roots {
+        if index[root.index()] != UNVISITED {
+            continue;
+        }
+        index[root.index()] = counter;
+        low[root.index()] = counter;
+        counter += 1;
+        stack.push(root);
+        on_stack[root.index()] = true;
+        frames.push((root, succ(root), 0));
+        while let Some(frame) = frames.last_mut() {
+            let v = frame.0;
+            if frame.2 < frame.1.len() {
+                let w = frame.1[frame.2];
+                frame.2 += 1;
+                if index[w.index()] == UNVISITED {
+                    index[w.index()] = counter;
+                    low[w.index()] = counter;
+                    counter += 1;
+                    stack.push(w);
+                    on_stack[w.index()] = true;
+                    let ws = succ(w);
+                    frames.push((w, ws, 0));
+                } else if on_stack[w.index()] {
+                    low[v.index()] = low[v.index()].min(index[w.index()]);
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(parent) = frames.last() {
+                let p = parent.0;
+                low[p.index()] = low[p.index()].min(low[v.index()]);
+            }
+            if low[v.index()] == index[v.index()] {
+                let mut scc = Vec::new();
+                loop {
+                    let w = stack.pop().expect("the component's root is on the stack");
+                    on_stack[w.index()] = false;
+                    scc.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                scc.sort_unstable();
+                sccs.push(scc);
+            }
+        }
+    }
+    sccs
+}

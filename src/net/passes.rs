@@ -1,0 +1,535 @@
+//! Optimization passes. Each is a forward sweep that rebuilds the arena, so operands stay
+//! before their readers; each keeps the game's legal, goal, terminal and next functions as
+//! they were (the differential test `tests/passes.rs` runs nets before and after side by side).
+
+use super::{NetStats, Node, NodeId, Propnet};
+use rustc_hash::FxHashMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// One optimization pass.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Pass {
+    /// Propagates constants through gates.
+    ConstantFolding,
+    /// Replaces single-operand and/or gates by their operand and double negations by the node.
+    Collapse,
+    /// Merges structurally identical gates (operands as a sorted set), so each function of
+    /// the same operands is computed once.
+    Merge,
+    /// Factors an operand shared by several ands under an or: `(a ∧ b) ∨ (a ∧ c)` becomes
+    /// `a ∧ (b ∨ c)`.
+    Factor,
+    /// Exactly one input of each role holds in every joint move, so an or over more than half
+    /// of a role's inputs is the negation of the or over the others.
+    ExclusiveInputs,
+    /// Removes inputs whose legal is constantly false and bases that can never change (their
+    /// next is themselves, or the constant they start with).
+    Propositions,
+    /// Removes nodes that no output reads.
+    DeadNodes,
+}
+
+impl fmt::Display for Pass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Pass::ConstantFolding => "constant folding",
+            Pass::Collapse => "collapse",
+            Pass::Merge => "merge",
+            Pass::Factor => "factor",
+            Pass::ExclusiveInputs => "exclusive inputs",
+            Pass::Propositions => "propositions",
+            Pass::DeadNodes => "dead nodes",
+        })
+    }
+}
+
+/// The net's size after one pass.
+#[derive(Clone, Debug)]
+pub struct PassReport {
+    /// The pass.
+    pub pass: Pass,
+    /// Which round of the pass pipeline (from 1).
+    pub round: u32,
+    /// Statistics after the pass.
+    pub stats: NetStats,
+    /// How long the pass took.
+    pub time: Duration,
+}
+
+/// Runs the passes in rounds until a round changes nothing (at most `max_rounds`).
+pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>) {
+    let mut reports = Vec::new();
+    for round in 1..=max_rounds {
+        let before = NetStats::of(&net);
+        for pass in [
+            Pass::ConstantFolding,
+            Pass::Collapse,
+            Pass::Merge,
+            Pass::Factor,
+            Pass::ExclusiveInputs,
+            Pass::Propositions,
+            Pass::DeadNodes,
+        ] {
+            let start = Instant::now();
+            net = run(net, pass);
+            let time = start.elapsed();
+            reports.push(PassReport {
+                pass,
+                round,
+                stats: NetStats::of(&net),
+                time,
+            });
+        }
+        if NetStats::of(&net) == before {
+            break;
+        }
+    }
+    (net, reports)
+}
+
+/// Runs one pass.
+pub fn run(net: Propnet, pass: Pass) -> Propnet {
+    let flags = match pass {
+        Pass::ConstantFolding => Flags {
+            fold: true,
+            ..Flags::default()
+        },
+        Pass::Collapse => Flags {
+            collapse: true,
+            ..Flags::default()
+        },
+        Pass::Merge => Flags {
+            merge: true,
+            ..Flags::default()
+        },
+        Pass::Factor => Flags {
+            factor: true,
+            ..Flags::default()
+        },
+        Pass::ExclusiveInputs => Flags {
+            exclusive: true,
+            ..Flags::default()
+        },
+        Pass::Propositions => return propositions(net),
+        Pass::DeadNodes => return dead_nodes(net),
+    };
+    Rewriter::new(&net, flags).run(net)
+}
+
+#[derive(Copy, Clone, Default)]
+struct Flags {
+    fold: bool,
+    collapse: bool,
+    merge: bool,
+    factor: bool,
+    exclusive: bool,
+}
+
+/// Rebuilds a net node by node, simplifying as the flags say. The old nodes are moved, not
+/// copied, into the new arena.
+struct Rewriter {
+    flags: Flags,
+    nodes: Vec<Node>,
+    /// Constants and propositions, always shared.
+    leaves: FxHashMap<Node, NodeId>,
+    /// Gates by the hash of their content, when merging. A collision between different gates
+    /// only loses a merge.
+    gates: FxHashMap<u64, NodeId>,
+    /// What each old node became.
+    map: Vec<NodeId>,
+    /// What base and input propositions become, when not themselves.
+    replace: FxHashMap<Node, Node>,
+    /// The role of each input, and each role's inputs.
+    input_role: Vec<u32>,
+    role_inputs: Vec<Vec<u32>>,
+}
+
+impl Rewriter {
+    fn new(old: &Propnet, flags: Flags) -> Rewriter {
+        let input_role: Vec<u32> = old.inputs.iter().map(|i| i.role.0).collect();
+        let mut role_inputs = vec![Vec::new(); old.roles.len()];
+        for (i, &r) in input_role.iter().enumerate() {
+            role_inputs[r as usize].push(i as u32);
+        }
+        Rewriter {
+            flags,
+            nodes: Vec::with_capacity(old.nodes.len()),
+            leaves: FxHashMap::default(),
+            gates: FxHashMap::default(),
+            map: Vec::with_capacity(old.nodes.len()),
+            replace: FxHashMap::default(),
+            input_role,
+            role_inputs,
+        }
+    }
+
+    /// Adds a node. Constants and propositions are always shared; gates only when merging.
+    fn add(&mut self, node: Node) -> NodeId {
+        let id = NodeId::from_index(self.nodes.len());
+        if !node.is_gate() {
+            if let Some(&found) = self.leaves.get(&node) {
+                return found;
+            }
+            self.leaves.insert(node.clone(), id);
+        } else if self.flags.merge {
+            let key = fx_hash(&node);
+            match self.gates.get(&key) {
+                Some(&found) if self.nodes[found.index()] == node => return found,
+                Some(_) => {}
+                None => {
+                    self.gates.insert(key, id);
+                }
+            }
+        }
+        self.nodes.push(node);
+        id
+    }
+
+    fn constant(&mut self, b: bool) -> NodeId {
+        self.add(Node::Const(b))
+    }
+
+    fn as_const(&self, id: NodeId) -> Option<bool> {
+        match self.nodes[id.index()] {
+            Node::Const(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    fn simplify(&mut self, node: Node) -> NodeId {
+        match node {
+            Node::And(ops) => self.junction(ops, true),
+            Node::Or(ops) => self.junction(ops, false),
+            Node::Not(x) => {
+                if self.flags.fold {
+                    if let Some(b) = self.as_const(x) {
+                        return self.constant(!b);
+                    }
+                }
+                if self.flags.collapse {
+                    if let Node::Not(y) = self.nodes[x.index()] {
+                        return y;
+                    }
+                }
+                self.add(Node::Not(x))
+            }
+            other => {
+                let other = self.replace.get(&other).cloned().unwrap_or(other);
+                self.add(other)
+            }
+        }
+    }
+
+    /// An and (`is_and`) or an or over `ops`.
+    fn junction(&mut self, mut ops: Vec<NodeId>, is_and: bool) -> NodeId {
+        // For an and, true operands are neutral and a false one decides; for an or, the reverse.
+        if self.flags.fold {
+            let mut decided = false;
+            ops.retain(|&x| match self.as_const(x) {
+                Some(b) if b == is_and => false,
+                Some(_) => {
+                    decided = true;
+                    true
+                }
+                None => true,
+            });
+            if decided {
+                return self.constant(!is_and);
+            }
+            if ops.is_empty() {
+                return self.constant(is_and);
+            }
+        }
+        if self.flags.merge {
+            ops.sort_unstable();
+            ops.dedup();
+        }
+        if !is_and && self.flags.exclusive {
+            ops = self.exclusive_inputs(ops);
+        }
+        if !is_and && self.flags.factor {
+            return self.factor(ops);
+        }
+        if self.flags.collapse && ops.len() == 1 {
+            return ops[0];
+        }
+        self.add(if is_and { Node::And(ops) } else { Node::Or(ops) })
+    }
+
+    /// The or over `ops` with operands shared by several of its and operands factored out:
+    /// greedily, the most shared operand first, each and operand factored at most once.
+    fn factor(&mut self, ops: Vec<NodeId>) -> NodeId {
+        let mut holders: FxHashMap<NodeId, Vec<usize>> = FxHashMap::default();
+        for (k, &op) in ops.iter().enumerate() {
+            if let Node::And(inner) = &self.nodes[op.index()] {
+                for &x in inner {
+                    holders.entry(x).or_default().push(k);
+                }
+            }
+        }
+        let mut candidates: Vec<(NodeId, Vec<usize>)> =
+            holders.into_iter().filter(|(_, ks)| ks.len() >= 2).collect();
+        if candidates.is_empty() {
+            return if ops.len() == 1 {
+                ops[0]
+            } else {
+                self.add(Node::Or(ops))
+            };
+        }
+        // Most shared first; ties by id, so that the result does not depend on hashing.
+        candidates.sort_unstable_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
+        let mut used = vec![false; ops.len()];
+        let mut out: Vec<NodeId> = Vec::new();
+        for (shared, ks) in candidates {
+            let group: Vec<usize> = ks.into_iter().filter(|&k| !used[k]).collect();
+            if group.len() < 2 {
+                continue;
+            }
+            let mut residuals = Vec::with_capacity(group.len());
+            let mut always = false;
+            for &k in &group {
+                used[k] = true;
+                let Node::And(inner) = &self.nodes[ops[k].index()] else {
+                    unreachable!("an and holder")
+                };
+                let rest: Vec<NodeId> = inner.iter().copied().filter(|&x| x != shared).collect();
+                always |= rest.is_empty();
+                residuals.push(rest);
+            }
+            // `shared ∧ (r₁ ∨ r₂ ∨ …)`; an empty residual is true, and then so is the or.
+            let factored = if always {
+                shared
+            } else {
+                let ors: Vec<NodeId> = residuals
+                    .into_iter()
+                    .map(|r| {
+                        if r.len() == 1 {
+                            r[0]
+                        } else {
+                            self.add(Node::And(r))
+                        }
+                    })
+                    .collect();
+                let inner = self.factor(ors);
+                self.add(Node::And(vec![shared, inner]))
+            };
+            out.push(factored);
+        }
+        out.extend(
+            ops.iter()
+                .enumerate()
+                .filter(|(k, _)| !used[*k])
+                .map(|(_, &op)| op),
+        );
+        if out.len() == 1 {
+            out[0]
+        } else {
+            self.add(Node::Or(out))
+        }
+    }
+
+    /// Replaces the inputs of one role among `ops` by the negated or of that role's other
+    /// inputs, where that is fewer operands.
+    fn exclusive_inputs(&mut self, ops: Vec<NodeId>) -> Vec<NodeId> {
+        let mut by_role: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+        for &op in &ops {
+            if let Node::Input(i) = self.nodes[op.index()] {
+                by_role.entry(self.input_role[i as usize]).or_default().push(i);
+            }
+        }
+        let mut out = ops;
+        for (role, present) in by_role {
+            let all = self.role_inputs[role as usize].clone();
+            if present.len() * 2 <= all.len() + 1 {
+                continue;
+            }
+            let present: rustc_hash::FxHashSet<u32> = present.into_iter().collect();
+            out.retain(|x| !matches!(self.nodes[x.index()], Node::Input(i) if present.contains(&i)));
+            let others: Vec<NodeId> = all
+                .iter()
+                .filter(|i| !present.contains(i))
+                .map(|&i| self.add(Node::Input(i)))
+                .collect();
+            let or = match others.len() {
+                0 => self.constant(false),
+                1 => others[0],
+                _ => self.add(Node::Or(others)),
+            };
+            let not = self.add(Node::Not(or));
+            out.push(not);
+        }
+        out
+    }
+
+    fn run(mut self, mut old: Propnet) -> Propnet {
+        let nodes = std::mem::take(&mut old.nodes);
+        for mut node in nodes {
+            match &mut node {
+                Node::And(ops) | Node::Or(ops) => {
+                    for o in ops.iter_mut() {
+                        *o = self.map[o.index()];
+                    }
+                }
+                Node::Not(x) => *x = self.map[x.index()],
+                _ => {}
+            }
+            let id = self.simplify(node);
+            self.map.push(id);
+        }
+        let map = self.map;
+        remap(old, self.nodes, |id| Some(map[id.index()]))
+    }
+}
+
+fn fx_hash(node: &Node) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(node)
+}
+
+/// The net `old` (its nodes already taken) with the arena `nodes`, outputs and views moved
+/// through `map`; views whose node is gone are dropped.
+fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>) -> Propnet {
+    let must = |id: NodeId| map(id).expect("every output survives");
+    let Propnet {
+        roles,
+        mut bases,
+        constant_facts,
+        mut inputs,
+        mut goals,
+        terminal,
+        views,
+        ..
+    } = old;
+    for b in &mut bases {
+        b.next = must(b.next);
+    }
+    for i in &mut inputs {
+        i.legal = must(i.legal);
+    }
+    for g in &mut goals {
+        g.node = must(g.node);
+    }
+    Propnet {
+        roles,
+        nodes,
+        bases,
+        constant_facts,
+        inputs,
+        goals,
+        terminal: must(terminal),
+        views: views
+            .into_iter()
+            .filter_map(|(name, id)| map(id).map(|n| (name, n)))
+            .collect(),
+    }
+}
+
+/// Drops inputs that can never be legal and bases that never change, then renumbers.
+fn propositions(net: Propnet) -> Propnet {
+    let is_const = |id: NodeId| match net.nodes[id.index()] {
+        Node::Const(b) => Some(b),
+        _ => None,
+    };
+    let keep_input: Vec<bool> = net
+        .inputs
+        .iter()
+        .map(|i| is_const(i.legal) != Some(false))
+        .collect();
+    // A base keeps its initial value forever if its next is itself or that value.
+    let fixed: Vec<Option<bool>> = net
+        .bases
+        .iter()
+        .enumerate()
+        .map(|(b, base)| {
+            let stays = match net.nodes[base.next.index()] {
+                Node::Base(x) => x as usize == b,
+                Node::Const(v) => v == base.init,
+                _ => false,
+            };
+            stays.then_some(base.init)
+        })
+        .collect();
+    if keep_input.iter().all(|&k| k) && fixed.iter().all(|f| f.is_none()) {
+        return net;
+    }
+    let mut rw = Rewriter::new(&net, Flags::default());
+    let mut constant_facts = net.constant_facts.clone();
+    let mut kept_bases = 0u32;
+    for (b, base) in net.bases.iter().enumerate() {
+        let to = match fixed[b] {
+            Some(v) => {
+                if v {
+                    constant_facts.push(base.name.clone());
+                }
+                Node::Const(v)
+            }
+            None => {
+                kept_bases += 1;
+                Node::Base(kept_bases - 1)
+            }
+        };
+        rw.replace.insert(Node::Base(b as u32), to);
+    }
+    let mut kept_inputs = 0u32;
+    for (i, keep) in keep_input.iter().enumerate() {
+        let to = if *keep {
+            kept_inputs += 1;
+            Node::Input(kept_inputs - 1)
+        } else {
+            Node::Const(false)
+        };
+        rw.replace.insert(Node::Input(i as u32), to);
+    }
+    constant_facts.sort();
+    let mut out = rw.run(net);
+    // `remap` kept every old base and input; keep only the survivors, with their new nodes.
+    let mut b = 0;
+    out.bases.retain(|_| {
+        b += 1;
+        fixed[b - 1].is_none()
+    });
+    let mut i = 0;
+    out.inputs.retain(|_| {
+        i += 1;
+        keep_input[i - 1]
+    });
+    out.constant_facts = constant_facts;
+    out
+}
+
+/// Keeps only the nodes some output reads, directly or not.
+fn dead_nodes(mut net: Propnet) -> Propnet {
+    let mut live = vec![false; net.nodes.len()];
+    for id in net.outputs() {
+        live[id.index()] = true;
+    }
+    for i in (0..net.nodes.len()).rev() {
+        if live[i] {
+            for op in net.nodes[i].operands() {
+                live[op.index()] = true;
+            }
+        }
+    }
+    const GONE: u32 = u32::MAX;
+    let mut map: Vec<NodeId> = vec![NodeId(GONE); net.nodes.len()];
+    let old_nodes = std::mem::take(&mut net.nodes);
+    let mut nodes = Vec::with_capacity(live.iter().filter(|&&l| l).count());
+    for (i, mut node) in old_nodes.into_iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        match &mut node {
+            Node::And(ops) | Node::Or(ops) => {
+                for o in ops.iter_mut() {
+                    *o = map[o.index()];
+                }
+            }
+            Node::Not(x) => *x = map[x.index()],
+            _ => {}
+        }
+        map[i] = NodeId::from_index(nodes.len());
+        nodes.push(node);
+    }
+    remap(net, nodes, |id| Some(map[id.index()]).filter(|n| n.0 != GONE))
+}

@@ -1,0 +1,118 @@
+//! Size and shape of a net.
+
+use super::{Node, Propnet};
+use std::fmt;
+
+/// Counts that describe a net.
+///
+/// Components are counted as propositions + gates + transitions, where the propositions are
+/// the bases, the inputs and the output propositions (legal, goal, terminal); view
+/// propositions are not counted separately, since in this net a view is the name of the gate
+/// that computes it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NetStats {
+    /// Base propositions (and as many transitions).
+    pub bases: usize,
+    /// Input propositions.
+    pub inputs: usize,
+    /// Legal propositions (one per input).
+    pub legals: usize,
+    /// Goal propositions.
+    pub goals: usize,
+    /// Named view propositions still in the net.
+    pub views: usize,
+    /// Constant nodes.
+    pub constants: usize,
+    /// And gates.
+    pub ands: usize,
+    /// Or gates.
+    pub ors: usize,
+    /// Not gates.
+    pub nots: usize,
+    /// Operands of and/or gates, summed.
+    pub edges: usize,
+    /// The largest fan-in of an and/or gate.
+    pub max_fan_in: usize,
+    /// The longest path through gates from a base or input to an output.
+    pub depth: usize,
+    /// Facts stored as constants rather than bases.
+    pub constant_facts: usize,
+}
+
+impl NetStats {
+    /// The statistics of `net`.
+    pub fn of(net: &Propnet) -> NetStats {
+        let mut s = NetStats {
+            bases: net.bases.len(),
+            inputs: net.inputs.len(),
+            legals: net.inputs.len(),
+            goals: net.goals.len(),
+            views: net.views.len(),
+            constant_facts: net.constant_facts.len(),
+            ..NetStats::default()
+        };
+        let mut depth = vec![0u32; net.nodes.len()];
+        for (i, node) in net.nodes.iter().enumerate() {
+            match node {
+                Node::Const(_) => s.constants += 1,
+                Node::Base(_) | Node::Input(_) => {}
+                Node::And(ops) | Node::Or(ops) => {
+                    if matches!(node, Node::And(_)) {
+                        s.ands += 1;
+                    } else {
+                        s.ors += 1;
+                    }
+                    s.edges += ops.len();
+                    s.max_fan_in = s.max_fan_in.max(ops.len());
+                }
+                Node::Not(_) => s.nots += 1,
+            }
+            if node.is_gate() {
+                depth[i] = 1 + node
+                    .operands()
+                    .iter()
+                    .map(|o| depth[o.index()])
+                    .max()
+                    .unwrap_or(0);
+            }
+        }
+        s.depth = net
+            .outputs()
+            .map(|o| depth[o.index()] as usize)
+            .max()
+            .unwrap_or(0);
+        s
+    }
+
+    /// And, or and not gates.
+    pub fn gates(&self) -> usize {
+        self.ands + self.ors + self.nots
+    }
+
+    /// Propositions + gates + transitions, as described on the type.
+    pub fn components(&self) -> usize {
+        let propositions = self.bases + self.inputs + self.legals + self.goals + 1;
+        propositions + self.gates() + self.bases
+    }
+}
+
+impl fmt::Display for NetStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} components: {} bases, {} inputs, {} goals, {} gates ({} and, {} or, {} not), \
+             {} edges, max fan-in {}, depth {}",
+            self.components(),
+            self.bases,
+            self.inputs,
+            self.goals,
+            self.gates(),
+            self.ands,
+            self.ors,
+            self.nots,
+            self.edges,
+            self.max_fan_in,
+            self.depth
+        )
+    }
+}

@@ -1,0 +1,133 @@
+//! A hand-written ground program run through build, passes and ordering.
+
+use super::*;
+use crate::ground::{AtomKind, GroundAtom, GroundLit, GroundRule, Grounded};
+use propjet_runtime::{Interpreter, Machine, RoleIdx};
+
+fn atom(kind: AtomKind, text: &str) -> GroundAtom {
+    GroundAtom {
+        kind,
+        text: text.into(),
+    }
+}
+
+fn lit(atom: u32, negated: bool) -> GroundLit {
+    GroundLit {
+        atom: crate::ground::AtomId(atom),
+        negated,
+    }
+}
+
+fn rule(head: u32, body: &[GroundLit]) -> GroundRule {
+    GroundRule {
+        head: crate::ground::AtomId(head),
+        body: body.to_vec(),
+    }
+}
+
+/// One role `a` with one move `go`, legal while `p` does not hold; `go` makes `p` hold; `q`
+/// holds from the start and forever; `r` and `s` are mutually recursive (`s ⇐ r`, `r ⇐ s ∨ p`,
+/// whose least fixpoint is `r = s = p`); terminal is `s`; the goal is 100 with `p`, else 0.
+fn toy() -> Grounded {
+    let atoms = vec![
+        atom(AtomKind::True, "p"),                                    // 0
+        atom(AtomKind::True, "q"),                                    // 1
+        atom(AtomKind::Does { role: 0 }, "go"),                       // 2
+        atom(AtomKind::Legal { role: 0 }, "go"),                      // 3
+        atom(AtomKind::Next, "p"),                                    // 4
+        atom(AtomKind::Next, "q"),                                    // 5
+        atom(AtomKind::View, "r"),                                    // 6
+        atom(AtomKind::View, "s"),                                    // 7
+        atom(AtomKind::Terminal, "terminal"),                         // 8
+        atom(AtomKind::Goal { role: 0, value: 100 }, "(goal a 100)"), // 9
+        atom(AtomKind::Goal { role: 0, value: 0 }, "(goal a 0)"),     // 10
+    ];
+    let rules = vec![
+        rule(3, &[lit(0, true)]),
+        rule(4, &[lit(2, false)]),
+        rule(4, &[lit(0, false)]),
+        rule(5, &[lit(1, false)]),
+        rule(7, &[lit(6, false)]),
+        rule(6, &[lit(7, false)]),
+        rule(6, &[lit(0, false)]),
+        rule(8, &[lit(7, false)]),
+        rule(9, &[lit(0, false)]),
+        rule(10, &[lit(0, true)]),
+    ];
+    Grounded {
+        roles: vec!["a".into()],
+        atoms,
+        rules,
+        init: vec![crate::ground::AtomId(1)],
+    }
+}
+
+fn play(net: &Propnet) {
+    let program = order(net);
+    let m = Interpreter::new(program).expect("a valid program");
+    let a = RoleIdx(0);
+    let s0 = m.initial_state();
+    let facts = |s| {
+        m.state_facts(s)
+            .into_iter()
+            .map(|f| m.fact_name(f))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(facts(&s0), vec!["q".to_string()]);
+    assert!(!m.is_terminal(&s0));
+    assert_eq!(m.goals(&s0).expect("one goal"), vec![0]);
+    let go = m.find_move(a, "go").expect("go is a move");
+    assert_eq!(m.legal_moves(&s0, a), vec![go]);
+    let s1 = m.next_state(&s0, &[go]).expect("go is legal");
+    let mut f1 = facts(&s1);
+    f1.sort();
+    assert_eq!(f1, vec!["p".to_string(), "q".to_string()]);
+    assert!(m.is_terminal(&s1), "the recursive views reach p");
+    assert_eq!(m.goals(&s1).expect("one goal"), vec![100]);
+    assert!(m.legal_moves(&s1, a).is_empty());
+}
+
+#[test]
+fn toy_game_plays_right_before_and_after_the_passes() {
+    let built = build(&toy(), &NetLimits::default()).expect("builds");
+    built.verify().expect("a well-formed net");
+    play(&built);
+    let (optimized, reports) = optimize(built.clone(), 8);
+    optimized.verify().expect("a well-formed net");
+    play(&optimized);
+    assert!(!reports.is_empty());
+    // `q` never changes, so it is a constant fact rather than a base.
+    assert_eq!(optimized.bases.len(), 1);
+    assert_eq!(optimized.constant_facts, vec!["q".to_string()]);
+    assert!(NetStats::of(&optimized).components() < NetStats::of(&built).components());
+}
+
+#[test]
+fn a_cycle_through_negation_is_an_error_naming_it() {
+    let mut g = toy();
+    g.rules.push(rule(7, &[lit(6, true)]));
+    match build(&g, &NetLimits::default()) {
+        Err(NetError::Cycle { propositions, .. }) => {
+            assert!(propositions.contains(&"r".to_string()) && propositions.contains(&"s".to_string()))
+        }
+        other => panic!("expected a cycle error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_node_limit_is_reported() {
+    let limits = NetLimits { max_nodes: 5 };
+    match build(&toy(), &limits) {
+        Err(NetError::Limit { limit, .. }) => assert_eq!(limit, "max_nodes"),
+        other => panic!("expected a limit error, got {other:?}"),
+    }
+}
+
+#[test]
+fn dot_output_names_the_propositions() {
+    let built = build(&toy(), &NetLimits::default()).expect("builds");
+    let dot = to_dot(&built).expect("a small net");
+    for name in ["(does a go)", "(legal a go)", "terminal", "(next p)"] {
+        assert!(dot.contains(name), "{name} missing from the drawing");
+    }
+}
