@@ -883,6 +883,8 @@ pub(crate) struct Exec<'a> {
     /// How many auxiliary atoms this run made.
     pub aux_count: u32,
     memo: Vec<FxHashMap<Box<[TermId]>, SubEntries>>,
+    /// For each sub-join, the binding it was last asked with and its answer.
+    last: Vec<Option<(Vec<TermId>, SubEntries)>>,
     mode: Mode,
     ticks: u64,
     deadline: Instant,
@@ -910,6 +912,7 @@ impl<'a> Exec<'a> {
             aux_rules: Vec::new(),
             aux_count: 0,
             memo: Vec::new(),
+            last: Vec::new(),
             mode,
             ticks: 0,
             deadline,
@@ -924,6 +927,8 @@ impl<'a> Exec<'a> {
         self.lits.clear();
         self.memo.clear();
         self.memo.resize_with(plan.subs.len(), FxHashMap::default);
+        self.last.clear();
+        self.last.resize(plan.subs.len(), None);
         self.step(conj, plan, &plan.steps, 0, emit)
     }
 
@@ -1078,7 +1083,12 @@ impl<'a> Exec<'a> {
                 let mut key = std::mem::take(&mut self.key);
                 key.clear();
                 key.extend(sp.given.iter().map(|&v| self.binds[v as usize]));
-                let known = self.memo[*sub].get(key.as_slice()).cloned();
+                // Nested loops often ask a sub-join again with the binding it saw last.
+                let last = self.last[*sub]
+                    .as_ref()
+                    .filter(|(k, _)| **k == *key)
+                    .map(|(_, r)| r.clone());
+                let known = last.or_else(|| self.memo[*sub].get(key.as_slice()).cloned());
                 let entries = match known {
                     Some(r) => {
                         self.key = key;
@@ -1092,6 +1102,12 @@ impl<'a> Exec<'a> {
                         r
                     }
                 };
+                let last = self.last[*sub].get_or_insert_with(|| (Vec::new(), entries.clone()));
+                if last.0 != self.key {
+                    last.0.clear();
+                    last.0.extend_from_slice(&self.key);
+                    last.1 = entries.clone();
+                }
                 for (values, result) in entries.iter() {
                     let mark = self.lits.len();
                     let trail = self.trail.len();
