@@ -46,6 +46,9 @@ fn finish(h: rustc_hash::FxHasher) -> u64 {
     x ^ (x >> 31)
 }
 
+/// The most atoms a relation may have for planning to build an index just to estimate a cost.
+const SMALL_RELATION: usize = 4096;
+
 /// Marks the end of a bucket chain.
 const NIL: u32 = u32::MAX;
 
@@ -61,6 +64,8 @@ pub(crate) struct Index {
     heads: FxHashMap<u64, u32>,
     /// For each atom position, the next older position in its bucket.
     older: Vec<u32>,
+    /// Whether a plan has used it (rather than planning only having estimated with it).
+    used: bool,
 }
 
 impl Index {
@@ -120,6 +125,7 @@ impl Relation {
                     included: 0,
                     heads: FxHashMap::default(),
                     older: Vec::new(),
+                    used: false,
                 });
                 self.indexes.len() - 1
             }
@@ -136,11 +142,16 @@ impl Relation {
         if probes.is_empty() {
             return self.rows.len() as f64;
         }
+        // Indexes made while the relation was small only to estimate costs would otherwise be
+        // kept up to date for ever.
+        if self.rows.len() > SMALL_RELATION {
+            self.indexes.retain(|ix| ix.used);
+        }
         if let Some(ix) = self.indexes.iter_mut().find(|ix| *ix.probes == *probes) {
             ix.catch_up(&self.rows, store);
             return ix.average_bucket();
         }
-        if self.rows.len() <= 4096 {
+        if self.rows.len() <= SMALL_RELATION {
             let ix = self.index(probes, store);
             return self.indexes[ix].average_bucket();
         }
@@ -642,6 +653,7 @@ pub(crate) fn delta_can_match(
     }
     let relation = &mut relations[r];
     let ix = relation.index(&probes, store);
+    relation.indexes[ix].used = true;
     let mut h = rustc_hash::FxHasher::default();
     for src in &key {
         h.write_u64(match *src {
@@ -782,7 +794,10 @@ fn finish_indexes(steps: &mut [Step], relations: &mut [Relation], store: &TermSt
         } = s
         {
             if !probes.is_empty() {
-                *index = Some(relations[*rel as usize].index(probes, store));
+                let relation = &mut relations[*rel as usize];
+                let ix = relation.index(probes, store);
+                relation.indexes[ix].used = true;
+                *index = Some(ix);
             }
         }
     }
