@@ -8,6 +8,7 @@ pub mod compare;
 pub mod compile;
 pub mod gdl;
 pub mod ground;
+pub mod lower;
 pub mod net;
 pub mod perft;
 pub mod reference;

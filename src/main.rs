@@ -11,7 +11,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use propjet::compare::{self, Cursor, Report, DEFAULT_MAX_STEPS};
 use propjet::reference::Reference;
-use propjet::{compile, gdl, net, trace};
+use propjet::{compile, gdl, lower, net, trace};
 use propjet_runtime::Interpreter;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,7 +32,7 @@ struct Cli {
 enum Command {
     /// Checks an engine on a game: replays a reference trace, or plays seeded random games.
     Check(CheckArgs),
-    /// Compiles a game to an ordered propnet and prints its statistics and phase times.
+    /// Compiles a game to an ordered propnet and native code and prints statistics and phase times.
     Compile(CompileArgs),
 }
 
@@ -46,6 +46,9 @@ struct CompileArgs {
     /// Skips the optimization passes.
     #[arg(long)]
     no_optimize: bool,
+    /// Skips lowering to native code.
+    #[arg(long)]
+    no_native: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -116,6 +119,9 @@ enum EngineKind {
     Reference,
     /// The interpreter of the compiled, optimized propnet.
     Interp,
+    /// Native code of the compiled, optimized propnet (the interpreter where the host has no
+    /// code generator, said on the first line).
+    Native,
     /// Every engine, compared with each other.
     All,
 }
@@ -184,16 +190,34 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
     } else {
         None
     };
-    let interp = if wants(EngineKind::Interp) {
+    let program = if wants(EngineKind::Interp) || wants(EngineKind::Native) {
         let clock = Instant::now();
         let compiled = compile::compile(&desc, &args.limits.options())
             .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
-        let interp = Interpreter::new(compiled.program)
-            .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
         timings.push(("compile", clock.elapsed()));
-        Some(interp)
+        Some(std::sync::Arc::new(compiled.program))
     } else {
         None
+    };
+    let interp = match &program {
+        Some(program) if wants(EngineKind::Interp) => Some(
+            Interpreter::new(std::sync::Arc::clone(program))
+                .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?,
+        ),
+        _ => None,
+    };
+    let native = match &program {
+        Some(program) if wants(EngineKind::Native) => {
+            let clock = Instant::now();
+            let engine = lower::engine(std::sync::Arc::clone(program), &lower::Options::default())
+                .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+            timings.push(("lower", clock.elapsed()));
+            if let Some(reason) = engine.fallback_reason() {
+                println!("native code unavailable, running the interpreter instead: {reason}");
+            }
+            Some(engine)
+        }
+        _ => None,
     };
     let mut engines: Vec<Box<dyn Cursor + '_>> = Vec::new();
     if let Some(r) = &reference {
@@ -201,6 +225,9 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
     }
     if let Some(i) = &interp {
         engines.push(compare::cursor(i));
+    }
+    if let Some(n) = &native {
+        engines.push(compare::cursor(n));
     }
 
     println!(
@@ -329,15 +356,36 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
         p.entry_gates[3].len(),
         p.entry_gates[4].len()
     );
+    let lower_time = if args.no_native {
+        Duration::ZERO
+    } else {
+        let clock = Instant::now();
+        match lower::lower(p.clone(), &lower::Options::default()) {
+            Ok(l) => {
+                let s = &l.stats;
+                println!(
+                    "native: {} functions, {} gates lowered, {:.1} KiB of code ({:.1} bytes per gate), {} lanes",
+                    s.functions,
+                    s.gates,
+                    s.code_bytes as f64 / 1024.0,
+                    s.code_bytes as f64 / s.gates.max(1) as f64,
+                    if s.x128 { "64 and 128" } else { "64" }
+                );
+            }
+            Err(e) => println!("native: not lowered: {e}"),
+        }
+        clock.elapsed()
+    };
     let t = &c.timings;
     println!(
-        "time: parse {}, ground {}, build {}, optimize {}, order {}, total {}",
+        "time: parse {}, ground {}, build {}, optimize {}, order {}, lower {}, total {}",
         millis(parse_time),
         millis(t.ground),
         millis(t.build),
         millis(t.optimize),
         millis(t.order),
-        millis(parse_time + t.total())
+        millis(lower_time),
+        millis(parse_time + t.total() + lower_time)
     );
     if let Some(kib) = peak_memory_kib() {
         println!("peak memory: {:.1} MiB", kib as f64 / 1024.0);

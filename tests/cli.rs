@@ -237,11 +237,11 @@ fn every_shipped_game_passes_a_short_check() {
 }
 
 #[test]
-fn the_interpreter_replays_the_corpus_trace_of_tictactoe() {
+fn the_interpreter_and_native_code_replay_the_corpus_trace_of_tictactoe() {
     let Some(shared) = shared_dir() else { return };
     let game = shared.join("games/ticTacToe.kif");
     let trace = shared.join("traces/ticTacToe.jsonl");
-    for engine in ["interp", "all"] {
+    for engine in ["interp", "native", "all"] {
         let (code, out, err) = propjet(&[
             "check",
             &game.to_string_lossy(),
@@ -252,7 +252,12 @@ fn the_interpreter_replays_the_corpus_trace_of_tictactoe() {
         ]);
         assert_eq!(code, 0, "--engine {engine}: stdout:\n{out}\nstderr:\n{err}");
         assert_eq!(counts(&out), (trace_states(&trace), 0), "--engine {engine}");
-        assert!(out.contains("interp"), "{out}");
+        let named = if engine == "all" {
+            "engine reference, interp, native"
+        } else {
+            engine
+        };
+        assert!(out.contains(named), "{out}");
     }
 }
 
@@ -269,6 +274,8 @@ fn compile_prints_statistics_and_writes_graphviz() {
         "time: parse",
         "propositions:",
         "gates:",
+        "native: ",
+        "lower ",
     ] {
         assert!(out.contains(expected), "`{expected}` missing from:\n{out}");
     }

@@ -268,7 +268,7 @@ impl Interpreter {
 
 /// The mask that negates a lane word when the literal's negation bit is set.
 #[inline(always)]
-fn neg_mask(lit: u32) -> u64 {
+pub(crate) fn neg_mask(lit: u32) -> u64 {
     u64::from(lit & 1).wrapping_neg()
 }
 
@@ -298,7 +298,7 @@ fn spread_bits(mask: &[u64], count: usize, first: usize, lane: u32, values: &mut
 }
 
 /// Sets bit `i` of `out` to lane `lane` of literal `lits[i]`; `out` starts cleared.
-fn pack_bits(lits: &[Lit], values: &[u64], lane: u32, out: &mut [u64]) {
+pub(crate) fn pack_bits(lits: &[Lit], values: &[u64], lane: u32, out: &mut [u64]) {
     for (i, lit) in lits.iter().enumerate() {
         let on = (values[lit.slot() as usize] ^ neg_mask(lit.0)) >> lane & 1;
         out[i / 64] |= on << (i % 64);
@@ -327,7 +327,7 @@ fn compile_entry(program: &Program, entry: Entry) -> Code {
 
 /// Canonical spacing and case of a KIF term: lowercase, no space after `(` or before `)`, one
 /// space between other tokens. `( MARK  1 1 )` becomes `(mark 1 1)`.
-fn normalize_kif(text: &str) -> String {
+pub(crate) fn normalize_kif(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     // Whether a space separates the next word from what came before.
     let mut gap = false;

@@ -34,17 +34,21 @@
 //! ```
 #![warn(missing_docs)]
 
+mod engine;
 mod ids;
 mod interp;
 mod machine;
+mod native;
 mod playout;
 mod program;
 mod rng;
 mod state;
 
+pub use engine::Engine;
 pub use ids::{FactIdx, MoveIdx, RoleIdx};
 pub use interp::{Interpreter, LaneError};
 pub use machine::{Machine, MachineError};
+pub use native::{EntryChunks, Lanes, Native, NativeError, Width};
 pub use playout::{random_playout, Playout, PlayoutError};
 pub use program::{Entry, Gate, Layout, Lit, Op, Output, Program, ProgramError, Slot, MAX_SLOTS};
 pub use rng::Rng;

@@ -4,6 +4,9 @@
 //! Each test binary includes this module and uses only part of it.
 #![allow(dead_code)]
 
+pub mod differential;
+pub mod random_program;
+
 use propjet::compare::Report;
 use propjet::compile::Options;
 use std::io::Write;

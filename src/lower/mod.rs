@@ -1,0 +1,724 @@
+//! Lowering: an ordered [`Program`] to native bit-parallel functions with Cranelift (see
+//! `doc/native.md`).
+//!
+//! Each entry (legal, terminal, goals, next, view) becomes one or more *chunk* functions with
+//! the C signature `void f(uint64_t *values)`, each computing a run of the entry's gates in
+//! order; [`propjet_runtime::Native`] owns the code and documents the calling convention. Every
+//! gate is lowered the same way, on `u64` lane words (64 states per call) and, where the ISA has
+//! them, on 128-bit vectors (128 states per call):
+//!
+//! 1. load each operand's slot from the value array;
+//! 2. combine them with bitwise operations: an AND gate is `AND(positives) & !OR(negated)`, an
+//!    OR gate is `OR(positives) | !AND(negated)`, so a gate costs at most one negation;
+//! 3. store the result into the gate's slot.
+//!
+//! Values never stay in SSA form across gates, and Cranelift's alias analysis is off, so each
+//! load reads memory. Keeping values in registers across gates made register allocation
+//! superlinear (a 10k-gate function took seconds) and the code no faster; this form compiles in
+//! time linear in the gates. Entries larger than [`Options::chunk_cost`] are split into several
+//! functions so that compile memory stays small too.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cranelift_codegen::ir::{self, types, AbiParam, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::isa::{OwnedTargetIsa, TargetIsa};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{CodegenError, Context};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Module, ModuleError};
+use propjet_runtime::{
+    Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Program, ProgramError, Width,
+};
+
+/// Which register allocator Cranelift runs.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Regalloc {
+    /// The default allocator: slower to run, better code in general.
+    Backtracking,
+    /// The single-pass allocator: faster to run.
+    SinglePass,
+}
+
+/// How to lower a program.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The most work one generated function holds, counted as one per operand load plus one per
+    /// gate. Larger entries are split into several functions called in order.
+    pub chunk_cost: usize,
+    /// Whether to also generate the 128-lane code (when the ISA supports it).
+    pub x128: bool,
+    /// Whether Cranelift's IR verifier runs on every function. On in debug builds and tests,
+    /// off in release builds, where it would only cost time.
+    pub verifier: bool,
+    /// The register allocator.
+    pub regalloc: Regalloc,
+    /// The most gates [`lower`] accepts; a larger program is refused with
+    /// [`LowerError::TooLarge`], and [`engine`] then runs it on the interpreter.
+    pub max_gates: usize,
+    /// How many threads compile functions at once (at least one).
+    pub threads: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            chunk_cost: 4_096,
+            x128: true,
+            verifier: cfg!(debug_assertions),
+            regalloc: Regalloc::Backtracking,
+            max_gates: 4_000_000,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+        }
+    }
+}
+
+/// Why a program was not lowered.
+#[derive(Debug, thiserror::Error)]
+pub enum LowerError {
+    /// The host has no code generator in this build (or Cranelift refused its settings).
+    #[error("native code is not available on this host: {0}")]
+    UnsupportedHost(String),
+    /// The program exceeds [`Options::max_gates`].
+    #[error("the program has {gates} gates, more than the native limit of {limit}")]
+    TooLarge {
+        /// The program's gates.
+        gates: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The program does not validate: a bug of whatever built it.
+    #[error("invalid program: {0}")]
+    Invalid(#[from] ProgramError),
+    /// Executable memory could not be had from the operating system.
+    #[error("executable memory for the code could not be set up: {0}")]
+    Memory(String),
+    /// Cranelift failed on a function we built: always a bug of the lowering.
+    #[error("internal error (a bug): code generation failed for {what}: {message}")]
+    Codegen {
+        /// Which function.
+        what: String,
+        /// Cranelift's message.
+        message: String,
+    },
+    /// The runtime refused the finished code: always a bug of the lowering.
+    #[error("internal error (a bug): the runtime refused the code: {0}")]
+    Runtime(#[from] NativeError),
+}
+
+/// What lowering produced and spent.
+#[derive(Clone, Debug, Default)]
+pub struct LowerStats {
+    /// Generated functions (chunks), over all entries and widths.
+    pub functions: usize,
+    /// Gates lowered, over all entries and widths: a gate that several entries need is lowered
+    /// once for each.
+    pub gates: usize,
+    /// Bytes of machine code.
+    pub code_bytes: usize,
+    /// Whether the 128-lane code was generated.
+    pub x128: bool,
+    /// Wall time of the whole lowering, building the IR through finalizing the code.
+    pub time: Duration,
+}
+
+/// A lowered program and its statistics.
+#[derive(Debug)]
+pub struct Lowered {
+    /// The native code.
+    pub native: Native,
+    /// What lowering produced and spent.
+    pub stats: LowerStats,
+}
+
+/// Lowers `program` to native code for the host.
+pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowered, LowerError> {
+    let start = Instant::now();
+    let program: Arc<Program> = program.into();
+    program.validate()?;
+    if program.num_gates() > options.max_gates {
+        return Err(LowerError::TooLarge {
+            gates: program.num_gates(),
+            limit: options.max_gates,
+        });
+    }
+    let isas = Isas {
+        speed: host_isa(options, true)?,
+        plain: host_isa(options, false)?,
+    };
+    let x128 = options.x128 && supports_x128(&isas.speed);
+    let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
+    let plan = Plan::new(&program, options.chunk_cost, widths);
+    let compiled = compile_parallel(&isas, &program, &plan, options.threads.max(1))?;
+    let mut module = JITModule::new(JITBuilder::with_isa(isas.speed, default_libcall_names()));
+    let defined = define(&mut module, &plan, compiled, x128).and_then(|(chunks, code_bytes)| {
+        module
+            .finalize_definitions()
+            .map_err(|e| LowerError::Memory(e.to_string()))?;
+        Ok((chunks, code_bytes))
+    });
+    let (chunks, code_bytes) = match defined {
+        Ok(done) => done,
+        Err(e) => {
+            // SAFETY: no pointer to the module's code was taken, so freeing it cannot leave a
+            // dangling one.
+            unsafe { module.free_memory() };
+            return Err(e);
+        }
+    };
+    let stats = LowerStats {
+        functions: plan.jobs.len(),
+        gates: plan.jobs.iter().map(|j| j.gates.len()).sum(),
+        code_bytes,
+        x128,
+        time: Duration::ZERO,
+    };
+    // SAFETY: every id in `chunks` was declared and defined in `module` by `define`, and
+    // `finalize_definitions` ran after the last definition. Each function has one pointer
+    // parameter and no result in the ISA's default calling convention, which is the host's C
+    // convention (`chunk_signature`). `build_function` emits only loads and stores at
+    // `base + slot * stride` for slots of the validated program (every operand slot is below
+    // its gate's slot and every gate slot below `num_slots`), bitwise operations and a return:
+    // no other memory, no call, no trap, no loop; and `compile_job` refused any code with a
+    // relocation. Loads and stores claim alignment to the lane width, which `u64` arrays have
+    // and which the runtime checks for 128-bit lanes.
+    let native = unsafe { Native::from_jit(program, module, chunks) }?;
+    Ok(Lowered {
+        native,
+        stats: LowerStats {
+            time: start.elapsed(),
+            ..stats
+        },
+    })
+}
+
+/// The program on native code when that can be had, or else on the interpreter with the reason.
+/// A bug (an invalid program, a code generation failure) is an error, not a fallback.
+pub fn engine(program: impl Into<Arc<Program>>, options: &Options) -> Result<Engine, LowerError> {
+    let program: Arc<Program> = program.into();
+    match lower(Arc::clone(&program), options) {
+        Ok(lowered) => Ok(Engine::Native(lowered.native)),
+        Err(e @ (LowerError::UnsupportedHost(_) | LowerError::TooLarge { .. } | LowerError::Memory(_))) => {
+            Ok(Engine::Interp {
+                interp: Interpreter::new(program)?,
+                reason: e.to_string(),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The host ISA, optimizing or not, and the two ISAs a lowering uses.
+///
+/// Cranelift's optimizer (`opt_level=speed`) makes the code of ordinary gates smaller and faster
+/// (it keeps some just-stored gate values in registers), but on functions holding gates of very
+/// wide fan-in it takes superlinear time: a chunk of 95 gates with 3800 operands took 200 ms
+/// optimized and 10 ms not. Such chunks are compiled without it; see [`WIDE_FANIN`].
+struct Isas {
+    speed: OwnedTargetIsa,
+    plain: OwnedTargetIsa,
+}
+
+/// A chunk holding a gate of more operands than this is compiled without Cranelift's optimizer.
+const WIDE_FANIN: u32 = 64;
+
+/// The host ISA with our settings, optimizing or not.
+fn host_isa(options: &Options, optimize: bool) -> Result<OwnedTargetIsa, LowerError> {
+    let setting = |e: settings::SetError| LowerError::UnsupportedHost(format!("a Cranelift setting: {e}"));
+    let mut flags = settings::builder();
+    let opt_level = if optimize { "speed" } else { "none" };
+    flags.set("opt_level", opt_level).map_err(setting)?;
+    flags.set("enable_alias_analysis", "false").map_err(setting)?;
+    let verifier = if options.verifier { "true" } else { "false" };
+    flags.set("enable_verifier", verifier).map_err(setting)?;
+    let regalloc = match options.regalloc {
+        Regalloc::Backtracking => "backtracking",
+        Regalloc::SinglePass => "single_pass",
+    };
+    flags.set("regalloc_algorithm", regalloc).map_err(setting)?;
+    // The JIT module requires non-PIC code and long-range calls; our functions are leaves that
+    // never unwind, so they need no unwind information either.
+    flags.set("is_pic", "false").map_err(setting)?;
+    flags.set("use_colocated_libcalls", "false").map_err(setting)?;
+    flags.set("unwind_info", "false").map_err(setting)?;
+    let builder = cranelift_native::builder().map_err(|m| LowerError::UnsupportedHost(m.to_string()))?;
+    builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| LowerError::UnsupportedHost(e.to_string()))
+}
+
+/// Whether the ISA compiles the 128-bit vector operations we use, tried on a small function.
+fn supports_x128(isa: &OwnedTargetIsa) -> bool {
+    let mut ctx = Context::new();
+    ctx.func.signature = chunk_signature(&**isa);
+    let mut fctx = FunctionBuilderContext::new();
+    let gates = [
+        (Op::And, vec![Lit::pos(2), Lit::neg(3)]),
+        (Op::Or, vec![Lit::neg(2), Lit::neg(3)]),
+        (Op::And, vec![]),
+    ];
+    build_function(&mut ctx.func, &mut fctx, isa.frontend_config(), |b, base| {
+        for (i, (op, operands)) in gates.iter().enumerate() {
+            let v = gate_value(b, base, Width::X128, *op, operands);
+            store(b, base, Width::X128, 4 + i as u32, v);
+        }
+    });
+    ctx.compile(&**isa, &mut Default::default()).is_ok()
+}
+
+/// The gate ranges of each chunk: consecutive runs of `gates` whose cost (operands plus one per
+/// gate) stays within `budget`, except that a single gate above the budget gets a chunk alone.
+fn chunk_ranges(program: &Program, gates: &[u32], budget: usize) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let (mut start, mut cost) = (0, 0);
+    for (i, &g) in gates.iter().enumerate() {
+        let c = program.gates[g as usize].len as usize + 1;
+        if cost > 0 && cost + c > budget {
+            ranges.push(start..i);
+            (start, cost) = (i, 0);
+        }
+        cost += c;
+    }
+    if start < gates.len() {
+        ranges.push(start..gates.len());
+    }
+    ranges
+}
+
+/// One function to generate: a run of gates at one width, all needed by the same entries.
+struct Job {
+    /// The entries that run this function: bit `i` for `Entry::ALL[i]`.
+    entries: u8,
+    width: Width,
+    gates: Vec<u32>,
+}
+
+/// What to generate: the functions, in the order every entry runs those it needs.
+///
+/// Each gate is compiled once per width, however many entries need it. Gates are grouped by
+/// the set of entries that need them (their *signature*), and each group is cut into chunks.
+/// If gate `g` reads gate `h`, every entry needing `g` needs `h`, so the signature of `h`
+/// contains that of `g`: either they are equal (same group, `h < g` in ascending order) or
+/// `h`'s is a strict superset with more entries. Groups ordered by decreasing number of
+/// entries are therefore in dependency order, and each entry runs exactly its own gates by
+/// running, in plan order, the chunks whose signature contains it.
+struct Plan {
+    jobs: Vec<Job>,
+}
+
+impl Plan {
+    fn new(program: &Program, chunk_cost: usize, widths: &[Width]) -> Plan {
+        let mut signature = vec![0u8; program.num_gates()];
+        for entry in Entry::ALL {
+            for &g in program.gates_of(entry) {
+                signature[g as usize] |= 1 << entry.index();
+            }
+        }
+        let mut groups: Vec<u8> = (1..32u8).filter(|sig| signature.contains(sig)).collect();
+        groups.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
+        let mut jobs = Vec::new();
+        for entries in groups {
+            let gates: Vec<u32> = (0..program.num_gates() as u32)
+                .filter(|&g| signature[g as usize] == entries)
+                .collect();
+            for &width in widths {
+                for range in chunk_ranges(program, &gates, chunk_cost) {
+                    jobs.push(Job {
+                        entries,
+                        width,
+                        gates: gates[range].to_vec(),
+                    });
+                }
+            }
+        }
+        Plan { jobs }
+    }
+}
+
+/// The machine code of one job.
+struct CompiledChunk {
+    bytes: Vec<u8>,
+    alignment: u64,
+}
+
+/// Compiles every job of `plan` on `threads` threads, each with its own Cranelift context.
+/// Returns the code in job order, or the first failure.
+fn compile_parallel(
+    isas: &Isas,
+    program: &Program,
+    plan: &Plan,
+    threads: usize,
+) -> Result<Vec<CompiledChunk>, LowerError> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
+        Mutex::new((0..plan.jobs.len()).map(|_| None).collect());
+    let worker = || {
+        let mut ctx = Context::new();
+        let mut fctx = FunctionBuilderContext::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(job) = plan.jobs.get(i) else { break };
+            let result =
+                compile_job(isas, &mut ctx, &mut fctx, program, job).map_err(|message| LowerError::Codegen {
+                    what: format!(
+                        "a chunk of {} gates (entries {:05b}) at {} lanes",
+                        job.gates.len(),
+                        job.entries,
+                        job.width.lanes()
+                    ),
+                    message,
+                });
+            let failed = result.is_err();
+            // Each slot is written in one assignment, so a poisoned lock holds nothing torn.
+            results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
+            if failed {
+                // The other workers stop after their current job.
+                next.store(plan.jobs.len(), Ordering::Relaxed);
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..threads.min(plan.jobs.len()) {
+            scope.spawn(worker);
+        }
+        worker();
+    });
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    // The first failure in job order is reported; jobs left undone after it are not.
+    let mut out = Vec::with_capacity(results.len());
+    for (i, result) in results.into_iter().enumerate() {
+        match result {
+            Some(r) => out.push(r?),
+            None => {
+                return Err(LowerError::Codegen {
+                    what: format!("function {i}"),
+                    message: "not compiled, because another function failed".to_string(),
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds and compiles one job's function.
+fn compile_job(
+    isas: &Isas,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+    program: &Program,
+    job: &Job,
+) -> Result<CompiledChunk, String> {
+    let wide = job
+        .gates
+        .iter()
+        .any(|&g| program.gates[g as usize].len > WIDE_FANIN);
+    let isa = if wide { &isas.plain } else { &isas.speed };
+    ctx.clear();
+    ctx.func.signature = chunk_signature(&**isa);
+    build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
+        for &g in &job.gates {
+            let g = g as usize;
+            // The program validated, so every gate's operand run is in bounds.
+            let operands = program.gate_operands(g).unwrap_or(&[]);
+            let v = gate_value(b, base, job.width, program.gates[g].op, operands);
+            store(b, base, job.width, program.gate_slot(g), v);
+        }
+    });
+    let code = ctx
+        .compile(&**isa, &mut Default::default())
+        .map_err(|e| codegen_text(e.inner))?;
+    // The code is placed as raw bytes, so it must not need patching. Our functions call
+    // nothing and use no global data, so this fails only if Cranelift starts emitting
+    // references we did not expect; refusing such code keeps the runtime's safety contract.
+    if !code.buffer.relocs().is_empty() {
+        return Err(format!(
+            "the code has {} relocations; a chunk must have none",
+            code.buffer.relocs().len()
+        ));
+    }
+    Ok(CompiledChunk {
+        bytes: code.code_buffer().to_vec(),
+        alignment: u64::from(code.buffer.alignment),
+    })
+}
+
+/// The signature of every chunk: one pointer, no result, the ISA's default (C) convention.
+fn chunk_signature(isa: &dyn TargetIsa) -> ir::Signature {
+    let mut signature = ir::Signature::new(isa.default_call_conv());
+    signature.params.push(AbiParam::new(isa.pointer_type()));
+    signature
+}
+
+/// Places the compiled code in `module` and returns each entry's functions and the bytes of
+/// code.
+fn define(
+    module: &mut JITModule,
+    plan: &Plan,
+    compiled: Vec<CompiledChunk>,
+    x128: bool,
+) -> Result<([EntryChunks; 5], usize), LowerError> {
+    let signature = chunk_signature(module.isa());
+    let mut chunks: [EntryChunks; 5] = Default::default();
+    for c in &mut chunks {
+        c.x128 = x128.then(Vec::new);
+    }
+    let mut code_bytes = 0;
+    for (job, code) in plan.jobs.iter().zip(compiled) {
+        let place = |e: ModuleError| LowerError::Memory(e.to_string());
+        let id = module.declare_anonymous_function(&signature).map_err(place)?;
+        module
+            .define_function_bytes(id, code.alignment, &code.bytes, &[])
+            .map_err(place)?;
+        code_bytes += code.bytes.len();
+        for entry in Entry::ALL {
+            if job.entries >> entry.index() & 1 == 1 {
+                let c = &mut chunks[entry.index()];
+                match job.width {
+                    Width::X64 => c.x64.push(id),
+                    Width::X128 => c.x128.get_or_insert_with(Vec::new).push(id),
+                }
+            }
+        }
+    }
+    Ok((chunks, code_bytes))
+}
+
+/// Cranelift's message for a code generation error, with the verifier's findings spelled out.
+fn codegen_text(e: CodegenError) -> String {
+    match e {
+        CodegenError::Verifier(errors) => format!("verifier: {errors}"),
+        other => other.to_string(),
+    }
+}
+
+/// Builds a function of one block whose parameter is the value array, with `body` emitting the
+/// gates, then a return.
+fn build_function(
+    func: &mut ir::Function,
+    fctx: &mut FunctionBuilderContext,
+    config: cranelift_codegen::isa::TargetFrontendConfig,
+    body: impl FnOnce(&mut FunctionBuilder, Value),
+) {
+    let mut b = FunctionBuilder::new(func, fctx);
+    let block = b.create_block();
+    b.append_block_params_for_function_params(block);
+    b.switch_to_block(block);
+    b.seal_block(block);
+    let base = b.block_params(block)[0];
+    body(&mut b, base);
+    b.ins().return_(&[]);
+    b.finalize(config);
+}
+
+/// The Cranelift type of one lane value.
+fn lane_type(width: Width) -> ir::Type {
+    match width {
+        Width::X64 => types::I64,
+        Width::X128 => types::I64X2,
+    }
+}
+
+/// The address of `slot` as a base value and a 32-bit offset. Offsets that do not fit in 32
+/// bits (beyond 2 GiB of values) are added to the base first.
+fn address(b: &mut FunctionBuilder, base: Value, width: Width, slot: u32) -> (Value, i32) {
+    let offset = u64::from(slot) * (width.words() as u64 * 8);
+    match i32::try_from(offset) {
+        Ok(offset) => (base, offset),
+        // A slot is below 2^31 and a lane value 16 bytes at most, so the offset fits in i64.
+        Err(_) => (b.ins().iadd_imm_u(base, offset as i64), 0),
+    }
+}
+
+fn load(b: &mut FunctionBuilder, base: Value, width: Width, slot: u32) -> Value {
+    let (addr, offset) = address(b, base, width, slot);
+    b.ins()
+        .load(lane_type(width), MemFlagsData::trusted(), addr, offset)
+}
+
+fn store(b: &mut FunctionBuilder, base: Value, width: Width, slot: u32, value: Value) {
+    let (addr, offset) = address(b, base, width, slot);
+    b.ins().store(MemFlagsData::trusted(), value, addr, offset);
+}
+
+/// A lane value with every bit `bit`.
+fn constant(b: &mut FunctionBuilder, width: Width, bit: bool) -> Value {
+    let word = b.ins().iconst(types::I64, if bit { -1 } else { 0 });
+    match width {
+        Width::X64 => word,
+        Width::X128 => b.ins().splat(types::I64X2, word),
+    }
+}
+
+/// Emits the loads and bitwise operations of one gate and returns its value.
+///
+/// With `P` the positive and `N` the negated operands (read as their slots), an AND gate is
+/// `AND(P) & !OR(N)` and an OR gate is `OR(P) | !AND(N)` (De Morgan), so whatever the signs the
+/// gate costs its loads, one operation per further operand and at most one negation, which
+/// `band_not`/`bor_not` fold into the last operation when both groups are present.
+fn gate_value(b: &mut FunctionBuilder, base: Value, width: Width, op: Op, operands: &[Lit]) -> Value {
+    let mut positive: Option<Value> = None;
+    let mut negated: Option<Value> = None;
+    for lit in operands {
+        let v = load(b, base, width, lit.slot());
+        // Within the positive group the gate's own operation joins; within the negated group,
+        // the dual one.
+        let (acc, join_and) = if lit.is_negated() {
+            (&mut negated, op == Op::Or)
+        } else {
+            (&mut positive, op == Op::And)
+        };
+        *acc = Some(match *acc {
+            None => v,
+            Some(a) if join_and => b.ins().band(a, v),
+            Some(a) => b.ins().bor(a, v),
+        });
+    }
+    match (positive, negated) {
+        // AND() is true and OR() false.
+        (None, None) => constant(b, width, op == Op::And),
+        (Some(p), None) => p,
+        (None, Some(n)) => b.ins().bnot(n),
+        (Some(p), Some(n)) => match op {
+            Op::And => b.ins().band_not(p, n),
+            Op::Or => b.ins().bor_not(p, n),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_respect_the_budget_and_cover_every_gate() {
+        let mut program = Program {
+            layout: propjet_runtime::Layout {
+                roles: Vec::new(),
+                bases: vec!["a".into()],
+                constant_facts: Vec::new(),
+                inputs: Vec::new(),
+                role_inputs: Vec::new(),
+                goals: Vec::new(),
+                views: Vec::new(),
+            },
+            gates: Vec::new(),
+            operands: Vec::new(),
+            init: vec![0],
+            legal: Vec::new(),
+            goals: Vec::new(),
+            terminal: Lit::FALSE,
+            next: vec![Lit::pos(2)],
+            views: Vec::new(),
+            entry_gates: Default::default(),
+        };
+        // Gates of 1, 2, 9 and 0 operands: costs 2, 3, 10 and 1.
+        for len in [1u32, 2, 9, 0] {
+            let start = program.operands.len() as u32;
+            program.operands.extend((0..len).map(|_| Lit::pos(2)));
+            program.gates.push(propjet_runtime::Gate {
+                op: Op::And,
+                start,
+                len,
+            });
+        }
+        let all = [0, 1, 2, 3];
+        assert_eq!(chunk_ranges(&program, &all, 5), vec![0..2, 2..3, 3..4]);
+        assert_eq!(chunk_ranges(&program, &all, 100), vec![0..4]);
+        assert_eq!(chunk_ranges(&program, &all, 1), vec![0..1, 1..2, 2..3, 3..4]);
+        assert_eq!(
+            chunk_ranges(&program, &[], 5),
+            Vec::<std::ops::Range<usize>>::new()
+        );
+        assert_eq!(chunk_ranges(&program, &[2, 3], 11), vec![0..2]);
+    }
+
+    /// A program of one base and four gates: `g0 = AND(b)`, `g1 = OR(g0)`, `g2 = AND(b)`,
+    /// `g3 = AND(g2)`, with next reading `g1` and the views reading `views`.
+    fn two_cones(views: Vec<Lit>) -> Program {
+        let b = Lit::pos(2);
+        let (g0, g2) = (Lit::pos(3), Lit::pos(5));
+        let gates = [(Op::And, b), (Op::Or, g0), (Op::And, b), (Op::And, g2)];
+        let mut program = Program {
+            layout: propjet_runtime::Layout {
+                roles: Vec::new(),
+                bases: vec!["a".into()],
+                constant_facts: Vec::new(),
+                inputs: Vec::new(),
+                role_inputs: Vec::new(),
+                goals: Vec::new(),
+                views: (0..views.len()).map(|v| format!("(v {v})")).collect(),
+            },
+            gates: (0..4)
+                .map(|g| propjet_runtime::Gate {
+                    op: gates[g].0,
+                    start: g as u32,
+                    len: 1,
+                })
+                .collect(),
+            operands: gates.iter().map(|&(_, lit)| lit).collect(),
+            init: vec![0],
+            legal: Vec::new(),
+            goals: Vec::new(),
+            terminal: Lit::FALSE,
+            next: vec![Lit::pos(4)],
+            views,
+            entry_gates: Default::default(),
+        };
+        program.compute_entry_gates();
+        program
+    }
+
+    /// The gates `entry` runs under `plan` at `width`, in order.
+    fn run_order(plan: &Plan, entry: Entry, width: Width) -> Vec<u32> {
+        plan.jobs
+            .iter()
+            .filter(|j| j.width == width && j.entries >> entry.index() & 1 == 1)
+            .flat_map(|j| j.gates.iter().copied())
+            .collect()
+    }
+
+    #[test]
+    fn every_entry_runs_exactly_its_gates_after_their_operands_and_each_gate_is_compiled_once() {
+        for views in [
+            vec![Lit::pos(4), Lit::pos(5)],
+            vec![Lit::pos(6)],
+            vec![Lit::pos(3)],
+        ] {
+            let program = two_cones(views);
+            for budget in [1, 3, 100] {
+                let plan = Plan::new(&program, budget, &Width::ALL);
+                for width in Width::ALL {
+                    for entry in Entry::ALL {
+                        let order = run_order(&plan, entry, width);
+                        let mut sorted = order.clone();
+                        sorted.sort_unstable();
+                        assert_eq!(sorted, program.gates_of(entry), "{entry:?}");
+                        for (i, &g) in order.iter().enumerate() {
+                            for lit in program.gate_operands(g as usize).expect("in bounds") {
+                                if let Some(h) = (lit.slot() as usize).checked_sub(program.first_gate_slot())
+                                {
+                                    assert!(
+                                        order[..i].contains(&(h as u32)),
+                                        "{entry:?}: gate {g} before {h}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    let mut compiled: Vec<u32> = plan
+                        .jobs
+                        .iter()
+                        .filter(|j| j.width == width)
+                        .flat_map(|j| j.gates.iter().copied())
+                        .collect();
+                    compiled.sort_unstable();
+                    let before = compiled.len();
+                    compiled.dedup();
+                    assert_eq!(before, compiled.len(), "a gate is compiled twice");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Random valid Programs of every shape, for differential tests of the executors.
+//!
+//! A [`Shape`] fixes the sizes (roles, inputs, bases, gates, fan-in, outputs) and a seed fixes
+//! everything else, so a failing case is reproduced from its shape and seed alone, and proptest
+//! shrinks the shape towards small nets.
+
+use propjet_runtime::{Gate, Layout, Lit, Op, Program, Rng, RoleIdx};
+
+/// The sizes of a random program.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    /// The number of inputs of each role; the number of roles is its length.
+    pub inputs_per_role: Vec<usize>,
+    /// The number of bases.
+    pub bases: usize,
+    /// The number of gates.
+    pub gates: usize,
+    /// The most operands of an ordinary gate (zero operands is allowed).
+    pub max_fanin: usize,
+    /// How many gates get a fan-in of hundreds instead.
+    pub wide_gates: usize,
+    /// The number of goal bits.
+    pub goals: usize,
+    /// The number of view bits.
+    pub views: usize,
+    /// Whether every output is a constant instead of a random literal.
+    pub constant_outputs: bool,
+}
+
+impl Shape {
+    /// A shape with the given bases and gates, two roles of three inputs, fan-in up to four,
+    /// four goals and five views.
+    pub fn sized(bases: usize, gates: usize) -> Shape {
+        Shape {
+            inputs_per_role: vec![3, 3],
+            bases,
+            gates,
+            max_fanin: 4,
+            wide_gates: 0,
+            goals: 4,
+            views: 5,
+            constant_outputs: false,
+        }
+    }
+}
+
+/// A random literal chooser over the slots built so far. Slots that depend on an input (inputs
+/// themselves and gates reading one, directly or not) are kept apart, because legal, terminal
+/// and goals may read only the state.
+struct Pool {
+    /// Every slot so far, and whether it depends on an input.
+    slots: Vec<bool>,
+    /// The slots that do not depend on an input.
+    state_only: Vec<u32>,
+}
+
+impl Pool {
+    fn push(&mut self, reads_input: bool) {
+        if !reads_input {
+            self.state_only.push(self.slots.len() as u32);
+        }
+        self.slots.push(reads_input);
+    }
+
+    /// A literal, random in sign, from all slots or the state-only ones. Half of the time it is
+    /// one of the last few slots, so that chains of gates reading gates are common.
+    fn pick(&self, rng: &mut Rng, state_only: bool) -> Lit {
+        let count = if state_only {
+            self.state_only.len()
+        } else {
+            self.slots.len()
+        };
+        let index = if rng.below(2) == 0 {
+            rng.below(count as u32) as usize
+        } else {
+            count - 1 - rng.below(count.min(4) as u32) as usize
+        };
+        let slot = if state_only {
+            self.state_only[index]
+        } else {
+            index as u32
+        };
+        if rng.below(3) == 0 {
+            Lit::neg(slot)
+        } else {
+            Lit::pos(slot)
+        }
+    }
+}
+
+/// A random valid program of `shape`, the same for the same seed.
+pub fn random_program(shape: &Shape, seed: u64) -> Program {
+    let mut rng = Rng::new(seed);
+    let roles = shape.inputs_per_role.len();
+    let mut layout = Layout {
+        roles: (0..roles).map(|r| format!("role{r}")).collect(),
+        bases: (0..shape.bases).map(|b| format!("(base {b})")).collect(),
+        constant_facts: vec!["(fixed)".to_string()],
+        inputs: Vec::new(),
+        role_inputs: Vec::new(),
+        goals: Vec::new(),
+        views: (0..shape.views).map(|v| format!("(view {v})")).collect(),
+    };
+    for (r, &count) in shape.inputs_per_role.iter().enumerate() {
+        let start = layout.inputs.len() as u32;
+        for i in 0..count {
+            layout.inputs.push((RoleIdx(r as u32), format!("(act {i})")));
+        }
+        layout.role_inputs.push(start..layout.inputs.len() as u32);
+    }
+    if roles > 0 {
+        layout.goals = (0..shape.goals)
+            .map(|_| (RoleIdx(rng.below(roles as u32)), rng.below(4) * 25))
+            .collect();
+    }
+
+    let mut pool = Pool {
+        slots: Vec::new(),
+        state_only: Vec::new(),
+    };
+    // Constants and bases depend on no input; inputs do.
+    for _ in 0..2 + shape.bases {
+        pool.push(false);
+    }
+    for _ in 0..layout.inputs.len() {
+        pool.push(true);
+    }
+    // Spread the wide gates over the net rather than bunching them at one end.
+    let mut wide_at: Vec<usize> = (0..shape.wide_gates.min(shape.gates))
+        .map(|_| rng.below(shape.gates as u32) as usize)
+        .collect();
+    wide_at.sort_unstable();
+    let (mut gates, mut operands) = (Vec::new(), Vec::new());
+    for g in 0..shape.gates {
+        let len = if wide_at.binary_search(&g).is_ok() {
+            100 + rng.below(400) as usize
+        } else {
+            rng.below(shape.max_fanin as u32 + 1) as usize
+        };
+        // A quarter of the gates read only the state, so that legal, terminal and goals have
+        // gates to use besides the bases.
+        let state_only = rng.below(4) == 0;
+        let start = operands.len() as u32;
+        let mut reads_input = false;
+        for _ in 0..len {
+            let lit = pool.pick(&mut rng, state_only);
+            reads_input |= pool.slots[lit.slot() as usize];
+            operands.push(lit);
+        }
+        let op = if rng.below(2) == 0 { Op::And } else { Op::Or };
+        gates.push(Gate {
+            op,
+            start,
+            len: len as u32,
+        });
+        pool.push(reads_input);
+    }
+
+    let mut output = |state_only: bool| {
+        if shape.constant_outputs {
+            if rng.below(2) == 0 {
+                Lit::TRUE
+            } else {
+                Lit::FALSE
+            }
+        } else {
+            pool.pick(&mut rng, state_only)
+        }
+    };
+    let legal = (0..layout.inputs.len()).map(|_| output(true)).collect();
+    let terminal = output(true);
+    let goals = (0..layout.goals.len()).map(|_| output(true)).collect();
+    let next = (0..shape.bases).map(|_| output(false)).collect();
+    let views = (0..shape.views).map(|_| output(false)).collect();
+    let mut init = vec![0u64; Layout::words(shape.bases)];
+    for b in 0..shape.bases {
+        if rng.below(2) == 0 {
+            init[b / 64] |= 1 << (b % 64);
+        }
+    }
+    let mut program = Program {
+        layout,
+        gates,
+        operands,
+        init,
+        legal,
+        goals,
+        terminal,
+        next,
+        views,
+        entry_gates: Default::default(),
+    };
+    program.compute_entry_gates();
+    program
+}

@@ -1,0 +1,324 @@
+//! Native code against the interpreter, its oracle, on random Programs of every shape: empty
+//! nets, constant outputs, a single gate, fan-in of hundreds, deep chains and nets split into
+//! many chunks.
+//!
+//! Every path is compared, on random (not only reachable) states:
+//! - whole value arrays after each entry on 64 random lanes, so every gate slot, output and view
+//!   bit is checked, and slots outside the entry must be left as they were;
+//! - the 128-lane code, its two halves holding different random lanes;
+//! - the lane API with a different state and joint move in every lane, at both widths;
+//! - the single-state [`Machine`] methods.
+
+mod common;
+
+use common::differential::{
+    arrays_agree, lanes_agree, machines_agree, random_joint, random_mask, random_state,
+};
+use common::random_program::{random_program, Shape};
+use propjet::lower::{self, LowerError, Options, Regalloc};
+use propjet_runtime::{
+    Engine, Entry, Interpreter, Lit, Machine, Native, NativeError, PackedState, Program, Rng, Width,
+};
+use proptest::prelude::*;
+
+/// Options for tests: the verifier on, and the given chunk budget.
+fn options(chunk_cost: usize) -> Options {
+    Options {
+        chunk_cost,
+        verifier: true,
+        ..Options::default()
+    }
+}
+
+fn lower_or_describe(program: &Program, options: &Options) -> Result<Native, String> {
+    lower::lower(program.clone(), options)
+        .map(|l| l.native)
+        .map_err(|e| format!("lowering failed: {e}"))
+}
+
+/// Every comparison on one program.
+fn differential(program: &Program, options: &Options, seed: u64) -> Result<(), String> {
+    let interp = Interpreter::new(program.clone()).map_err(|e| format!("invalid program: {e}"))?;
+    let native = lower_or_describe(program, options)?;
+    if options.x128
+        && !native.has_width(Width::X128)
+        && cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
+    {
+        return Err("no 128-lane code on a host that has 128-bit vectors".to_string());
+    }
+    let mut rng = Rng::new(seed);
+    arrays_agree(program, &interp, &native, &mut rng)?;
+    let states: Vec<PackedState> = (0..128)
+        .map(|_| random_state(&mut rng, program.num_bases()))
+        .collect();
+    let inputs: Vec<Vec<u64>> = (0..128)
+        .map(|_| random_mask(&mut rng, program.num_inputs()))
+        .collect();
+    lanes_agree(program, &interp, &native, &states, &inputs)?;
+    machines_agree(program, &interp, &native, &states[..8], &mut rng)
+}
+
+fn check(program: &Program, options: &Options, seed: u64) {
+    if let Err(e) = differential(program, options, seed) {
+        panic!("{e}\nprogram: {program:?}");
+    }
+}
+
+fn inputs_per_role() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(0usize..5, 0..4)
+}
+
+/// A shape without gates, of random roles, inputs, bases (across a word boundary), goals and
+/// views.
+fn no_gates() -> impl Strategy<Value = Shape> {
+    (inputs_per_role(), 0usize..70, 0usize..6, 0usize..6).prop_map(|(ipr, bases, goals, views)| Shape {
+        inputs_per_role: ipr,
+        bases,
+        gates: 0,
+        max_fanin: 4,
+        wide_gates: 0,
+        goals,
+        views,
+        constant_outputs: false,
+    })
+}
+
+/// Shapes of every kind the issue names.
+fn shape() -> impl Strategy<Value = Shape> {
+    prop_oneof![
+        // No gate at all: outputs read constants, bases and inputs directly.
+        no_gates(),
+        // Every output constant, with and without gates.
+        (no_gates(), 0usize..20).prop_map(|(s, gates)| Shape {
+            gates,
+            constant_outputs: true,
+            ..s
+        }),
+        // A single gate.
+        (no_gates(), 0usize..6).prop_map(|(s, fanin)| Shape {
+            gates: 1,
+            max_fanin: fanin,
+            ..s
+        }),
+        // General small nets.
+        (no_gates(), 1usize..150, 0usize..8).prop_map(|(s, gates, fanin)| Shape {
+            gates,
+            max_fanin: fanin,
+            ..s
+        }),
+        // Fan-in of hundreds among ordinary gates.
+        (no_gates(), 1usize..60, 1usize..4).prop_map(|(s, gates, wide)| Shape {
+            gates,
+            wide_gates: wide,
+            ..s
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Random programs of every shape, with chunk budgets from one gate per function to
+    /// everything in one.
+    #[test]
+    fn native_agrees_with_the_interpreter_on_random_programs(
+        shape in shape(),
+        seed: u64,
+        chunk_cost in prop_oneof![Just(1usize), 2usize..40, Just(16_384usize)],
+    ) {
+        let program = random_program(&shape, seed);
+        let result = differential(&program, &options(chunk_cost), seed ^ 0x5eed);
+        prop_assert!(result.is_ok(), "{}", result.unwrap_err());
+    }
+}
+
+#[test]
+fn a_program_larger_than_several_default_chunks() {
+    // Many views and next bits, so that their entries need most of the gates.
+    let mut shape = Shape::sized(2_000, 30_000);
+    shape.views = 3_000;
+    let program = random_program(&shape, 11);
+    let lowered = lower::lower(program.clone(), &options(Options::default().chunk_cost)).expect("lowers");
+    let chunks = lowered.native.chunk_count(Entry::View, Width::X64);
+    assert!(
+        chunks >= 3,
+        "the view entry has {chunks} chunks for {} gates; the test wants several",
+        program.gates_of(Entry::View).len()
+    );
+    check(&program, &options(Options::default().chunk_cost), 5);
+}
+
+#[test]
+fn the_single_pass_allocator_and_64_lanes_alone_agree_too() {
+    for seed in 0..8 {
+        let program = random_program(&Shape::sized(70, 400), seed);
+        let opts = Options {
+            regalloc: Regalloc::SinglePass,
+            x128: false,
+            ..options(100)
+        };
+        check(&program, &opts, seed);
+        let native = lower::lower(program, &opts).expect("lowers").native;
+        assert!(!native.has_width(Width::X128));
+        assert_eq!(
+            native.lanes(Width::X128).unwrap_err(),
+            NativeError::WidthUnavailable(Width::X128)
+        );
+    }
+}
+
+#[test]
+fn a_gate_of_a_thousand_operands_of_both_signs() {
+    let mut shape = Shape::sized(64, 0);
+    shape.inputs_per_role = vec![1];
+    let mut program = random_program(&shape, 3);
+    // One AND and one OR over every base, alternating signs, and their views.
+    let operands: Vec<Lit> = (0..1000)
+        .map(|i| {
+            let slot = 2 + (i % 64) as u32;
+            if i % 2 == 0 {
+                Lit::pos(slot)
+            } else {
+                Lit::neg(slot)
+            }
+        })
+        .collect();
+    for op in [propjet_runtime::Op::And, propjet_runtime::Op::Or] {
+        program.gates.push(propjet_runtime::Gate {
+            op,
+            start: program.operands.len() as u32,
+            len: operands.len() as u32,
+        });
+        program.operands.extend_from_slice(&operands);
+    }
+    let first = program.first_gate_slot() as u32;
+    program.views = vec![Lit::pos(first), Lit::neg(first + 1)];
+    program.layout.views = vec!["(big and)".into(), "(big nor)".into()];
+    program.compute_entry_gates();
+    check(&program, &options(16_384), 9);
+}
+
+#[test]
+fn native_lanes_belong_to_one_compiled_game() {
+    let program = random_program(&Shape::sized(10, 30), 1);
+    let a = lower::lower(program.clone(), &options(64))
+        .expect("lowers")
+        .native;
+    let b = lower::lower(program.clone(), &options(64))
+        .expect("lowers")
+        .native;
+    assert_ne!(a.id(), b.id());
+    let mut lanes = a.lanes(Width::X64).expect("64 lanes");
+    assert_eq!(
+        b.eval_lanes(Entry::Next, &mut lanes).unwrap_err(),
+        NativeError::ForeignLanes {
+            lanes: a.id(),
+            native: b.id()
+        }
+    );
+    let state = PackedState::from_words(vec![0]);
+    assert!(matches!(
+        b.set_state(&mut lanes, 0, &state),
+        Err(NativeError::ForeignLanes { .. })
+    ));
+    assert_eq!(
+        a.set_state(&mut lanes, 64, &state).unwrap_err(),
+        NativeError::LaneOutOfRange { lane: 64, lanes: 64 }
+    );
+    assert_eq!(
+        a.set_state(&mut lanes, 0, &PackedState::from_words(vec![0, 0]))
+            .unwrap_err(),
+        NativeError::MaskSize {
+            what: "bases",
+            expected: 1,
+            got: 2
+        }
+    );
+    assert_eq!(
+        a.set_inputs(&mut lanes, 0, &[]).unwrap_err(),
+        NativeError::MaskSize {
+            what: "inputs",
+            expected: 1,
+            got: 0
+        }
+    );
+    let mut short = vec![0u64; program.num_slots() - 1];
+    assert_eq!(
+        a.eval(Entry::Legal, &mut short).unwrap_err(),
+        NativeError::ValuesTooShort {
+            needed: program.num_slots(),
+            got: program.num_slots() - 1
+        }
+    );
+    let mut wide = a.lanes(Width::X128).expect("128 lanes");
+    assert!(a.set_state(&mut wide, 127, &state).is_ok());
+    assert_eq!(
+        a.set_state(&mut wide, 128, &state).unwrap_err(),
+        NativeError::LaneOutOfRange {
+            lane: 128,
+            lanes: 128
+        }
+    );
+}
+
+#[test]
+fn native_is_send_and_sync_and_runs_on_several_threads_at_once() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Native>();
+    send_sync::<Engine>();
+    let program = random_program(&Shape::sized(40, 300), 21);
+    let interp = Interpreter::new(program.clone()).expect("valid");
+    let native = lower::lower(program.clone(), &options(50))
+        .expect("lowers")
+        .native;
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            let (native, interp, program) = (&native, &interp, &program);
+            scope.spawn(move || {
+                let mut rng = Rng::new(t);
+                for _ in 0..200 {
+                    let state = random_state(&mut rng, program.num_bases());
+                    assert_eq!(native.is_terminal(&state), interp.is_terminal(&state));
+                    let joint = random_joint(&mut rng, program).expect("every role has moves");
+                    assert_eq!(
+                        native.next_state_unchecked(&state, &joint),
+                        interp.next_state_unchecked(&state, &joint)
+                    );
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn the_engine_falls_back_to_the_interpreter_past_the_limit_and_says_so() {
+    let program = random_program(&Shape::sized(10, 30), 4);
+    let limited = Options {
+        max_gates: 29,
+        ..options(64)
+    };
+    match lower::lower(program.clone(), &limited) {
+        Err(LowerError::TooLarge { gates: 30, limit: 29 }) => {}
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    let engine = lower::engine(program.clone(), &limited).expect("an engine");
+    assert_eq!(engine.engine_name(), "interp");
+    let reason = engine.fallback_reason().expect("a reason");
+    assert!(reason.contains("30 gates"), "{reason}");
+    let engine = lower::engine(program.clone(), &options(64)).expect("an engine");
+    assert_eq!(engine.engine_name(), "native");
+    assert!(engine.fallback_reason().is_none() && engine.as_native().is_some());
+    let interp = Interpreter::new(program).expect("valid");
+    let state = interp.initial_state();
+    assert_eq!(engine.is_terminal(&state), interp.is_terminal(&state));
+}
+
+#[test]
+fn an_invalid_program_is_refused_with_the_reason() {
+    let mut program = random_program(&Shape::sized(10, 30), 4);
+    program.next.pop();
+    match lower::lower(program, &options(64)) {
+        Err(LowerError::Invalid(e)) => assert!(e.to_string().contains("next"), "{e}"),
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
