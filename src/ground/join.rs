@@ -1105,24 +1105,25 @@ impl<'a> Exec<'a> {
                     .map(|(_, r)| r.clone());
                 let known = last.or_else(|| self.memo[*sub].get(key.as_slice()).cloned());
                 let entries = match known {
-                    Some(r) => {
-                        self.key = key;
-                        r
-                    }
+                    Some(r) => r,
                     None => {
-                        let boxed: Box<[TermId]> = key.as_slice().into();
-                        self.key = key;
+                        // Nested sub-joins use the scratch key while this one is solved, so
+                        // this binding stays in `key` until it is remembered below.
                         let r = self.solve_sub(conj, plan, *sub)?;
-                        self.memo[*sub].insert(boxed, r.clone());
+                        self.memo[*sub].insert(key.as_slice().into(), r.clone());
                         r
                     }
                 };
-                let last = self.last[*sub].get_or_insert_with(|| (Vec::new(), entries.clone()));
-                if last.0 != self.key {
-                    last.0.clear();
-                    last.0.extend_from_slice(&self.key);
-                    last.1 = entries.clone();
+                match &mut self.last[*sub] {
+                    Some((k, _)) if *k == key => {}
+                    Some((k, r)) => {
+                        k.clear();
+                        k.extend_from_slice(&key);
+                        *r = entries.clone();
+                    }
+                    slot @ None => *slot = Some((key.clone(), entries.clone())),
                 }
+                self.key = key;
                 for (values, result) in entries.iter() {
                     let mark = self.lits.len();
                     let trail = self.trail.len();
