@@ -49,6 +49,25 @@ pub struct GroundStats {
     pub instantiate: Duration,
     /// The ten largest relations (`name/arity`) with their numbers of atoms, largest first.
     pub largest: Vec<(String, usize)>,
+    /// The ten rules of the description that took longest, most expensive first.
+    pub costliest: Vec<RuleCost>,
+}
+
+/// What one rule of the description cost to ground.
+#[derive(Clone, Debug, Default)]
+pub struct RuleCost {
+    /// The rule's line in the source.
+    pub line: u32,
+    /// The relation it defines (`name/arity`).
+    pub relation: String,
+    /// Time spent deriving its atoms in the fixpoints, magic rules from it included.
+    pub derive: Duration,
+    /// Atoms it derived.
+    pub derived: usize,
+    /// Time spent instantiating it.
+    pub instantiate: Duration,
+    /// Ground rules it gave, auxiliary ones included (before duplicates are removed).
+    pub rules: usize,
 }
 
 pub(crate) struct Grounder<'d> {
@@ -71,6 +90,10 @@ pub(crate) struct Grounder<'d> {
     /// The relations whose atoms appear in the ground program: dynamic and not magic.
     output: Vec<bool>,
     atoms: usize,
+    /// The cost of each rule of the description, by rule index.
+    costs: Vec<RuleCost>,
+    /// The relations already evaluated.
+    evaluated: Vec<bool>,
     pub stats: GroundStats,
 }
 
@@ -179,10 +202,13 @@ impl<'d> Grounder<'d> {
             guard: vec![false; n],
             output: vec![false; n],
             atoms: 0,
+            costs: vec![RuleCost::default(); desc.rules.len()],
+            evaluated: vec![false; n],
             stats: GroundStats::default(),
         };
         g.classify()?;
-        g.stats.prepare = start.elapsed();
+        // Classifying evaluates some static relations, which counts as fixpoint time.
+        g.stats.prepare = start.elapsed().saturating_sub(g.stats.fixpoint);
         Ok(g)
     }
 
@@ -360,8 +386,37 @@ impl<'d> Grounder<'d> {
         ] {
             candidates[r as usize] = false;
         }
+        // The static relations that depend on no candidate are evaluated now, so that the
+        // transformation knows which are small.
+        let start = Instant::now();
+        self.reached = reached.clone();
+        self.dynamic = dynamic.clone();
+        let mut early: Vec<bool> = (0..n).map(|r| !dynamic[r] && !candidates[r]).collect();
+        loop {
+            let mut changed = false;
+            for c in &self.conjs {
+                let h = c.head.rel as usize;
+                if early[h]
+                    && c.body.iter().any(|item| match item {
+                        Item::Pos(a) | Item::Neg(a) => !early[a.rel as usize],
+                        _ => false,
+                    })
+                {
+                    early[h] = false;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        self.evaluate(&early)?;
+        self.stats.fixpoint = start.elapsed();
+        let small: Vec<bool> = (0..n)
+            .map(|r| self.evaluated[r] && self.relations[r].rows.len() <= magic::SMALL)
+            .collect();
         let symbols = self.desc.symbols.len() as u32;
-        let magic_for = magic::transform(&mut self.conjs, &mut self.rels, &candidates, symbols);
+        let magic_for = magic::transform(&mut self.conjs, &mut self.rels, &candidates, &small, symbols);
         let n = self.rels.len();
         self.guard = (0..n)
             .map(|r| magic_for.get(r).copied().flatten().is_some())
@@ -405,6 +460,15 @@ impl<'d> Grounder<'d> {
     /// dependencies first.
     pub fn fixpoint(&mut self) -> Result<(), GroundError> {
         let start = Instant::now();
+        let all = vec![true; self.rels.len()];
+        self.evaluate(&all)?;
+        self.stats.fixpoint = start.elapsed() + self.stats.fixpoint;
+        Ok(())
+    }
+
+    /// Evaluates, strongly connected component by component, dependencies first, every
+    /// component of reached relations that are all in `select` and not evaluated yet.
+    fn evaluate(&mut self, select: &[bool]) -> Result<(), GroundError> {
         let n = self.rels.len();
         let mut deps: Vec<Vec<RelId>> = vec![Vec::new(); n];
         for c in &self.conjs {
@@ -419,13 +483,18 @@ impl<'d> Grounder<'d> {
         for (i, c) in self.conjs.iter().enumerate() {
             rules_of[c.head.rel as usize].push(i);
         }
+        self.evaluated.resize(n, false);
         let mut in_scc = vec![false; n];
         for scc in &sccs {
-            if !scc.iter().any(|&r| self.reached[r as usize]) {
+            if !scc.iter().any(|&r| self.reached[r as usize])
+                || !scc.iter().all(|&r| select[r as usize])
+                || scc.iter().all(|&r| self.evaluated[r as usize])
+            {
                 continue;
             }
             for &r in scc {
                 in_scc[r as usize] = true;
+                self.evaluated[r as usize] = true;
             }
             let rules: Vec<usize> = scc
                 .iter()
@@ -437,7 +506,6 @@ impl<'d> Grounder<'d> {
             }
             result?;
         }
-        self.stats.fixpoint = start.elapsed();
         Ok(())
     }
 
@@ -519,8 +587,7 @@ impl<'d> Grounder<'d> {
         let conj = &self.conjs[ci];
         let head_rel = conj.head.rel;
         self.check_time(head_rel)?;
-        let dbg_t = Instant::now();
-        let dbg_p = Instant::now();
+        let clock = Instant::now();
         let plan: Plan = join::plan(
             conj,
             delta,
@@ -531,15 +598,6 @@ impl<'d> Grounder<'d> {
             &mut self.relations,
             &self.store,
         );
-        if std::env::var_os("PJ_DEBUG2").is_some() {
-            eprintln!(
-                "plan {:?} {:?} {:?} steps {}",
-                conj.rule.map(|i| self.desc.rules[i].span.line),
-                delta,
-                dbg_p.elapsed(),
-                plan.steps.len()
-            );
-        }
         let mut pending: Vec<TermId> = Vec::new();
         let room = self.limits.max_atoms.saturating_sub(self.atoms);
         let result = {
@@ -576,20 +634,14 @@ impl<'d> Grounder<'d> {
             Err(Stop::Time) => return Err(self.time_limit(head_rel)),
             Err(Stop::Error(e)) => return Err(e),
         }
-        let dbg_n = pending.len();
+        let derived = pending.len();
         for t in pending {
             self.add(ci, t)?;
         }
-        if std::env::var_os("PJ_DEBUG").is_some() && dbg_t.elapsed().as_micros() > 0 {
-            let c = &self.conjs[ci];
-            eprintln!(
-                "derive {:?} delta {:?}: {} us, {} new; rule {}",
-                c.rule.map(|i| self.desc.rules[i].span.line),
-                delta,
-                dbg_t.elapsed().as_micros(),
-                dbg_n,
-                self.rel_names[c.head.rel as usize]
-            );
+        if let Some(i) = self.conjs[ci].rule {
+            let cost = &mut self.costs[i];
+            cost.derive += clock.elapsed();
+            cost.derived += derived;
         }
         Ok(())
     }
@@ -659,6 +711,8 @@ impl<'d> Grounder<'d> {
                 continue;
             }
             self.check_time(head_rel)?;
+            let clock = Instant::now();
+            let rules_before = out.rules.len();
             let plan = join::plan(
                 conj,
                 None,
@@ -669,13 +723,6 @@ impl<'d> Grounder<'d> {
                 &mut self.relations,
                 &self.store,
             );
-            if std::env::var_os("PJ_DEBUG3").is_some() {
-                eprintln!(
-                    "PLAN line {:?}: {:?}",
-                    conj.rule.map(|i| self.desc.rules[i].span.line),
-                    plan
-                );
-            }
             let name = &self.rel_names[head_rel as usize];
             let limits = self.limits;
             let mut exec = Exec::new(
@@ -705,15 +752,6 @@ impl<'d> Grounder<'d> {
             let aux_rules = std::mem::take(&mut exec.aux_rules);
             next_aux = exec.aux_count;
             drop(exec);
-            if std::env::var_os("PJ_DEBUG").is_some() {
-                eprintln!(
-                    "instantiate line {:?} {}: {} rules so far, {:?}",
-                    conj.rule.map(|i| self.desc.rules[i].span.line),
-                    name,
-                    out.rules.len(),
-                    start.elapsed()
-                );
-            }
             match result {
                 Ok(()) | Err(Stop::Found) => {}
                 Err(Stop::Time) => return Err(self.time_limit(head_rel)),
@@ -723,6 +761,11 @@ impl<'d> Grounder<'d> {
                 let head = out.aux(n);
                 let body = out.body(&lits, &self.store, &cx)?;
                 out.add_rule(head, body, limits, name)?;
+            }
+            if let Some(i) = conj.rule {
+                let cost = &mut self.costs[i];
+                cost.instantiate += clock.elapsed();
+                cost.rules += out.rules.len() - rules_before;
             }
         }
 
@@ -782,6 +825,15 @@ impl<'d> Grounder<'d> {
         sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         sizes.truncate(10);
         stats.largest = sizes;
+        for (i, c) in self.costs.iter_mut().enumerate() {
+            c.line = self.desc.rules[i].span.line;
+            let head = &self.desc.rules[i].head;
+            c.relation = format!("{}/{}", self.desc.symbols.name(head.rel), head.args.len());
+        }
+        let mut costs = std::mem::take(&mut self.costs);
+        costs.sort_by_key(|c| std::cmp::Reverse(c.derive + c.instantiate));
+        costs.truncate(10);
+        stats.costliest = costs;
         stats.terms = self.store.len();
         stats.bytes = self.store.bytes() + self.relations.iter().map(Relation::bytes).sum::<usize>();
         stats.instantiate = start.elapsed();

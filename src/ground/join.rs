@@ -46,6 +46,9 @@ fn finish(h: rustc_hash::FxHasher) -> u64 {
     x ^ (x >> 31)
 }
 
+/// The most atoms a relation may have for planning to build an index just to estimate a cost.
+const SMALL_RELATION: usize = 4096;
+
 /// Marks the end of a bucket chain.
 const NIL: u32 = u32::MAX;
 
@@ -61,6 +64,8 @@ pub(crate) struct Index {
     heads: FxHashMap<u64, u32>,
     /// For each atom position, the next older position in its bucket.
     older: Vec<u32>,
+    /// Whether a plan has used it (rather than planning only having estimated with it).
+    used: bool,
 }
 
 impl Index {
@@ -120,6 +125,7 @@ impl Relation {
                     included: 0,
                     heads: FxHashMap::default(),
                     older: Vec::new(),
+                    used: false,
                 });
                 self.indexes.len() - 1
             }
@@ -136,11 +142,16 @@ impl Relation {
         if probes.is_empty() {
             return self.rows.len() as f64;
         }
+        // Indexes made while the relation was small only to estimate costs would otherwise be
+        // kept up to date for ever.
+        if self.rows.len() > SMALL_RELATION {
+            self.indexes.retain(|ix| ix.used);
+        }
         if let Some(ix) = self.indexes.iter_mut().find(|ix| *ix.probes == *probes) {
             ix.catch_up(&self.rows, store);
             return ix.average_bucket();
         }
-        if self.rows.len() <= 4096 {
+        if self.rows.len() <= SMALL_RELATION {
             let ix = self.index(probes, store);
             return self.indexes[ix].average_bucket();
         }
@@ -243,6 +254,9 @@ pub(crate) enum Step {
     NegOut { item: usize },
     /// The `distinct` (or equality) `item`.
     Test { item: usize },
+    /// While deriving, once the head's variables are bound: stop if the head atom is already
+    /// known, since the rest of the join could only derive it again.
+    HeadKnown,
     /// The sub-join `Plan::subs[sub]`: a group of literals that shares only head variables with
     /// the rest of the body. It is solved once per binding of the shared variables bound before
     /// it (`given`); for each binding of the shared variables it binds itself (`out`), its
@@ -256,7 +270,7 @@ impl Step {
             Step::Scan { item, .. } | Step::Absent { item } | Step::NegOut { item } | Step::Test { item } => {
                 Some(*item)
             }
-            Step::Sub { .. } => None,
+            Step::Sub { .. } | Step::HeadKnown => None,
         }
     }
 }
@@ -639,6 +653,7 @@ pub(crate) fn delta_can_match(
     }
     let relation = &mut relations[r];
     let ix = relation.index(&probes, store);
+    relation.indexes[ix].used = true;
     let mut h = rustc_hash::FxHasher::default();
     for src in &key {
         h.write_u64(match *src {
@@ -708,6 +723,30 @@ pub(crate) fn plan(
     let mut subs = Vec::new();
     let mut steps = p.level(items, &mut bound, &needed, &mut subs, relations, store);
     mark_exists_only(conj, &mut steps, &subs, &mut needed);
+    if mode == Mode::Derive {
+        // Where the head's variables are all bound, later steps can only find it again.
+        let mut open = 0;
+        conj.head.for_each_var(&mut |_| open += 1);
+        let mut bound = vec![false; conj.nvars];
+        let mut at = None;
+        for (k, s) in steps.iter().enumerate() {
+            match s {
+                Step::Scan { item, .. } => conj.body[*item].for_each_var(&mut |v| bound[v as usize] = true),
+                Step::Sub { sub } => subs[*sub].out.iter().for_each(|&v| bound[v as usize] = true),
+                _ => {}
+            }
+            let mut all = true;
+            conj.head.for_each_var(&mut |v| all &= bound[v as usize]);
+            if all {
+                at = Some(k + 1);
+                break;
+            }
+        }
+        let at = if open == 0 { Some(0) } else { at };
+        if let Some(k) = at.filter(|&k| k < steps.len()) {
+            steps.insert(k, Step::HeadKnown);
+        }
+    }
     finish_indexes(&mut steps, relations, store);
     for sub in &mut subs {
         finish_indexes(&mut sub.steps, relations, store);
@@ -755,7 +794,10 @@ fn finish_indexes(steps: &mut [Step], relations: &mut [Relation], store: &TermSt
         } = s
         {
             if !probes.is_empty() {
-                *index = Some(relations[*rel as usize].index(probes, store));
+                let relation = &mut relations[*rel as usize];
+                let ix = relation.index(probes, store);
+                relation.indexes[ix].used = true;
+                *index = Some(ix);
             }
         }
     }
@@ -856,6 +898,8 @@ pub(crate) struct Exec<'a> {
     /// How many auxiliary atoms this run made.
     pub aux_count: u32,
     memo: Vec<FxHashMap<Box<[TermId]>, SubEntries>>,
+    /// For each sub-join, the binding it was last asked with and its answer.
+    last: Vec<Option<(Vec<TermId>, SubEntries)>>,
     mode: Mode,
     ticks: u64,
     deadline: Instant,
@@ -883,6 +927,7 @@ impl<'a> Exec<'a> {
             aux_rules: Vec::new(),
             aux_count: 0,
             memo: Vec::new(),
+            last: Vec::new(),
             mode,
             ticks: 0,
             deadline,
@@ -897,6 +942,8 @@ impl<'a> Exec<'a> {
         self.lits.clear();
         self.memo.clear();
         self.memo.resize_with(plan.subs.len(), FxHashMap::default);
+        self.last.clear();
+        self.last.resize(plan.subs.len(), None);
         self.step(conj, plan, &plan.steps, 0, emit)
     }
 
@@ -1037,25 +1084,46 @@ impl<'a> Exec<'a> {
                 }
                 Ok(())
             }
+            Step::HeadKnown => {
+                if self
+                    .find_atom(&conj.head)
+                    .is_some_and(|t| self.store.flags(t) != 0)
+                {
+                    return Ok(());
+                }
+                self.step(conj, plan, steps, k + 1, emit)
+            }
             Step::Sub { sub } => {
                 let sp = &plan.subs[*sub];
                 let mut key = std::mem::take(&mut self.key);
                 key.clear();
                 key.extend(sp.given.iter().map(|&v| self.binds[v as usize]));
-                let known = self.memo[*sub].get(key.as_slice()).cloned();
+                // Nested loops often ask a sub-join again with the binding it saw last.
+                let last = self.last[*sub]
+                    .as_ref()
+                    .filter(|(k, _)| **k == *key)
+                    .map(|(_, r)| r.clone());
+                let known = last.or_else(|| self.memo[*sub].get(key.as_slice()).cloned());
                 let entries = match known {
-                    Some(r) => {
-                        self.key = key;
-                        r
-                    }
+                    Some(r) => r,
                     None => {
-                        let boxed: Box<[TermId]> = key.as_slice().into();
-                        self.key = key;
+                        // Nested sub-joins use the scratch key while this one is solved, so
+                        // this binding stays in `key` until it is remembered below.
                         let r = self.solve_sub(conj, plan, *sub)?;
-                        self.memo[*sub].insert(boxed, r.clone());
+                        self.memo[*sub].insert(key.as_slice().into(), r.clone());
                         r
                     }
                 };
+                match &mut self.last[*sub] {
+                    Some((k, _)) if *k == key => {}
+                    Some((k, r)) => {
+                        k.clear();
+                        k.extend_from_slice(&key);
+                        *r = entries.clone();
+                    }
+                    slot @ None => *slot = Some((key.clone(), entries.clone())),
+                }
+                self.key = key;
                 for (values, result) in entries.iter() {
                     let mark = self.lits.len();
                     let trail = self.trail.len();

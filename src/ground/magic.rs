@@ -10,8 +10,8 @@
 //!   holds only for called arguments;
 //! - every call `p(t)` in the body of a rule `h ⇐ body` gives a rule
 //!   `m_p(t at α) ⇐ [m_h(…) if h is guarded] ∧ the positive literals before the call`,
-//!   in a fixed order of the body: the literals over relations computed in full first, then
-//!   the guarded ones, each in body order, then the negated ones.
+//!   taking the positive literals in body order and the negated ones after them (of the
+//!   literals before the call, only those linked to it by shared variables are kept).
 //!
 //! Every rule instance the grounder keeps has its positive literals in the over-approximation,
 //! so the magic rule of each of its calls fires for it and the atoms it reads (positive or
@@ -26,6 +26,39 @@
 use super::normalize::{AtomPat, Conj, Item, Pat, RelId, RelTable};
 use crate::gdl::Symbol;
 
+/// The literals of `prefix` linked to the variables of `call` through shared variables. The
+/// others only say that some unrelated join is not empty; leaving them out lets more calls
+/// through (which is sound) and spares re-running the magic rule whenever they change.
+fn relevant(prefix: &[Item], call: &AtomPat, nvars: usize) -> Vec<Item> {
+    let mut linked = vec![false; nvars];
+    call.for_each_var(&mut |v| linked[v as usize] = true);
+    let mut keep = vec![false; prefix.len()];
+    loop {
+        let mut changed = false;
+        for (i, l) in prefix.iter().enumerate() {
+            if keep[i] {
+                continue;
+            }
+            let mut touches = false;
+            l.for_each_var(&mut |v| touches |= linked[v as usize]);
+            if touches {
+                keep[i] = true;
+                changed = true;
+                l.for_each_var(&mut |v| linked[v as usize] = true);
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    prefix
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(l, _)| l.clone())
+        .collect()
+}
+
 /// The bound argument positions of the calls of a relation, as far as known.
 type Adornment = Option<Vec<bool>>;
 
@@ -35,24 +68,24 @@ fn binds(p: &Pat, bound: &[bool]) -> bool {
     all
 }
 
-/// The order in which a body passes bindings on: positive literals over relations not in
-/// `guarded` first, then positive guarded ones, each in body order; then the rest.
-fn sips(conj: &Conj, guarded: &dyn Fn(RelId) -> bool) -> Vec<usize> {
-    let mut order = Vec::with_capacity(conj.body.len());
-    for pass in 0..3 {
-        for (i, item) in conj.body.iter().enumerate() {
-            let take = match (pass, item) {
-                (0, Item::Pos(a)) => !guarded(a.rel),
-                (1, Item::Pos(a)) => guarded(a.rel),
-                (2, Item::Pos(_)) => false,
-                (2, _) => true,
-                _ => false,
-            };
-            if take {
-                order.push(i);
-            }
-        }
-    }
+/// The most atoms a static relation may have for its literals to be taken first when bindings
+/// are passed on.
+pub(crate) const SMALL: usize = 256;
+
+/// The order in which a body passes bindings on: its positive literals over small static
+/// relations (`small`) first, then its other positive literals in body order (the order the
+/// front end checks calls in, and the one authors write for top-down provers), then the rest,
+/// whose variables those bind. Small tables such as `(owner ?player ?piece)` bind the arguments
+/// of a call cheaply wherever they stand; a large one (an addition table) would make the magic
+/// rule a long product.
+fn sips(conj: &Conj, small: &[bool]) -> Vec<usize> {
+    let rank = |i: &usize| match &conj.body[*i] {
+        Item::Pos(a) if small.get(a.rel as usize).copied().unwrap_or(false) => 0,
+        Item::Pos(_) => 1,
+        _ => 2,
+    };
+    let mut order: Vec<usize> = (0..conj.body.len()).collect();
+    order.sort_by_key(rank);
     order
 }
 
@@ -78,6 +111,7 @@ pub(crate) fn transform(
     conjs: &mut Vec<Conj>,
     rels: &mut RelTable,
     candidates: &[bool],
+    small: &[bool],
     first_symbol: u32,
 ) -> Vec<Option<RelId>> {
     let n = rels.len();
@@ -100,7 +134,7 @@ pub(crate) fn transform(
                 None
             };
             let mut bound = head_bound(conj, ha);
-            for i in sips(conj, &guarded) {
+            for i in sips(conj, small) {
                 let (Item::Pos(a) | Item::Neg(a)) = &conj.body[i] else {
                     continue;
                 };
@@ -124,8 +158,8 @@ pub(crate) fn transform(
                 changed = true;
             }
         }
-        // A relation called with nothing bound somewhere is computed in full; that changes
-        // the order of the bodies that call it, so the adornments are recomputed.
+        // A relation called with nothing bound somewhere is computed in full; its rules then
+        // bind nothing from their heads, so the adornments are recomputed.
         for r in 0..n {
             if candidates[r] && !dropped[r] && adorn[r].as_ref().is_some_and(|a| !a.iter().any(|&b| b)) {
                 dropped[r] = true;
@@ -150,8 +184,6 @@ pub(crate) fn transform(
         next_symbol += 1;
         magic_of[r] = Some((rels.id(sym, arity), sym));
     }
-    // Magic relations themselves (numbered from `n`) are never guarded.
-    let guarded = |r: RelId| magic_of.get(r as usize).is_some_and(Option::is_some);
     let call = |a: &AtomPat| -> Option<AtomPat> {
         let (rel, sym) = (*magic_of.get(a.rel as usize)?)?;
         let positions = adorn[a.rel as usize].as_ref()?;
@@ -178,18 +210,22 @@ pub(crate) fn transform(
     // The magic rules: one per call of a guarded relation.
     let mut magic_rules = Vec::new();
     for conj in conjs.iter() {
-        let order = sips(conj, &guarded);
+        let order = sips(conj, small);
         let mut prefix: Vec<Item> = Vec::new();
         let mut bound = vec![false; conj.nvars];
         for i in order {
             let item = &conj.body[i];
             if let Item::Pos(a) | Item::Neg(a) = item {
                 if let Some(head) = call(a) {
-                    let mut body = prefix.clone();
+                    let mut body = relevant(&prefix, &head, conj.nvars);
                     // Tests whose variables the prefix binds only narrow the calls.
+                    let mut kept = vec![false; conj.nvars];
+                    for l in &body {
+                        l.for_each_var(&mut |v| kept[v as usize] = true);
+                    }
                     for t in &conj.body {
                         if let Item::Distinct(x, y) | Item::Equal(x, y) = t {
-                            if binds(x, &bound) && binds(y, &bound) && !body.contains(t) {
+                            if binds(x, &kept) && binds(y, &kept) && !body.contains(t) {
                                 body.push(t.clone());
                             }
                         }

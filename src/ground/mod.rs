@@ -12,7 +12,7 @@ mod tests;
 mod types;
 
 pub use eval::{GroundMachine, GroundState};
-pub use grounder::{GroundStats, MAX_TERM_DEPTH};
+pub use grounder::{GroundStats, RuleCost, MAX_TERM_DEPTH};
 pub use types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
 
 use crate::gdl::Description;
