@@ -106,7 +106,21 @@ pub fn single_latches(net: &Propnet, readers: &Readers, cones: &Cones) -> Latche
     let mut heap: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
     let mut queued = vec![false; net.nodes.len()];
     let mut latches = Latches::default();
+    // Only nodes that some next function reads can matter, and for base `p` only nodes numbered
+    // below `next(p)` (the arena is topological), so the propagation stops at the others.
+    let mut in_next_cone = vec![false; net.nodes.len()];
+    for base in &net.bases {
+        in_next_cone[base.next.index()] = true;
+    }
+    for i in (0..net.nodes.len()).rev() {
+        if in_next_cone[i] {
+            for op in net.nodes[i].operands() {
+                in_next_cone[op.index()] = true;
+            }
+        }
+    }
     for (b, base) in net.bases.iter().enumerate() {
+        let limit = base.next.0;
         for value in [true, false] {
             let want = if value { Tv::T } else { Tv::F };
             let next_value = match cones.base_node[b] {
@@ -115,7 +129,7 @@ pub fn single_latches(net: &Propnet, readers: &Readers, cones: &Cones) -> Latche
                     vals[node.index()] = want;
                     touched.push(node.index());
                     for &r in readers.of_node(node) {
-                        if !queued[r.index()] {
+                        if r.0 <= limit && in_next_cone[r.index()] && !queued[r.index()] {
                             queued[r.index()] = true;
                             heap.push(Reverse(r.0));
                         }
@@ -128,7 +142,7 @@ pub fn single_latches(net: &Propnet, readers: &Readers, cones: &Cones) -> Latche
                             vals[i] = v;
                             touched.push(i);
                             for &r in readers.of_node(NodeId(i as u32)) {
-                                if !queued[r.index()] {
+                                if r.0 <= limit && in_next_cone[r.index()] && !queued[r.index()] {
                                     queued[r.index()] = true;
                                     heap.push(Reverse(r.0));
                                 }

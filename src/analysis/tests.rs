@@ -147,7 +147,9 @@ fn independent_bases_form_components_and_a_counter_is_shared() {
     assert_eq!(comp, vec![Some(0), Some(1), None]);
     // One role choosing a or b acts on one of the two: a choice, not a product.
     let a = analyze(&n);
-    let why = a.factoring.expect_err("a choice between two bases does not factor");
+    let why = a
+        .factoring
+        .expect_err("a choice between two bases does not factor");
     assert!(
         why.iter().any(|o| matches!(o, Obstacle::MovesCouple { .. })),
         "{why:?}"
