@@ -290,6 +290,31 @@ fn group_name(net: &Propnet, group_of_base: &[Option<u32>], g: u32) -> String {
     }
 }
 
+/// The most nodes a walk for an obstacle's message visits.
+const MAX_NOTE_WALK: usize = 20_000;
+
+/// Some factors whose bases lie in the cone of `root` (all of them unless the cone is larger
+/// than [`MAX_NOTE_WALK`] nodes), sorted, for a message: a walk that stops at nodes of one
+/// factor.
+fn factors_in_cone(net: &Propnet, reach: &[Reach], root: NodeId) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![root];
+    while let Some(id) = stack.pop() {
+        if seen.len() >= MAX_NOTE_WALK || !seen.insert(id) {
+            continue;
+        }
+        match reach[id.index()] {
+            Reach::Local(Some(f)) => found.push(f),
+            Reach::Local(None) => {}
+            Reach::Mixed => stack.extend(net.node(id).operands().iter().copied()),
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
 /// Names for groups: the first four by their bases, then how many more.
 fn group_names(net: &Propnet, group_of_base: &[Option<u32>], gs: &[u32]) -> Vec<String> {
     let mut out: Vec<String> = gs
@@ -364,15 +389,7 @@ pub fn factor(
                 Ok(parts) => legal_parts.push(parts),
                 Err(node) => {
                     if !bad[node.index()] && notes.len() < 4 * MAX_NOTES {
-                        let direct: Vec<u32> = net
-                            .node(node)
-                            .operands()
-                            .iter()
-                            .filter_map(|o| match reach[o.index()] {
-                                Reach::Local(Some(g)) => Some(g),
-                                _ => None,
-                            })
-                            .collect();
+                        let direct = factors_in_cone(net, &reach, node);
                         notes.push(Obstacle::LegalCouples {
                             role: net.roles[input.role.index()].clone(),
                             input: input.name.clone(),
