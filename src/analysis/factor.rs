@@ -585,19 +585,6 @@ pub fn factor(
             if active.len() < 2 {
                 continue;
             }
-            if std::env::var_os("PROPJET_DEBUG_KEYS").is_some() {
-                for &(g, _) in &active {
-                    for (k, key) in key_list[g].iter().enumerate() {
-                        let who: Vec<&str> = xs
-                            .iter()
-                            .filter(|&&x| keys[x][g] == k as u32)
-                            .map(|&x| net.inputs[x].name.as_str())
-                            .take(3)
-                            .collect();
-                        eprintln!("group {g} key {k}: {key:?} <- {who:?}");
-                    }
-                }
-            }
             if active.len() * active.len() * xs.len() <= MAX_PAIRWISE_WORK {
                 for (ai, &(a, ka)) in active.iter().enumerate() {
                     for &(b, kb) in &active[ai + 1..] {

@@ -305,20 +305,11 @@ pub fn analyze(net: &Propnet) -> Analysis {
     let clock = Instant::now();
     let readers = deps::Readers::of(net);
     let cones = deps::Cones::of(net, &readers);
-    let t0 = clock.elapsed();
     let latches = latch::single_latches(net, &readers, &cones);
-    let t1 = clock.elapsed();
     let (comp, ncomp) = deps::components(net, &cones);
     let init: Vec<Option<bool>> = net.bases.iter().map(|b| Some(b.init)).collect();
     let inert: Vec<bool> = latch::inductive(net, &init).iter().map(Option::is_some).collect();
     let factoring = factor::factor(net, &cones, &comp, ncomp, &inert);
-    if std::env::var_os("PROPJET_ANALYSIS_TIMES").is_some() {
-        eprintln!(
-            "cones {t0:?}, latches {:?}, factoring {:?}",
-            t1 - t0,
-            clock.elapsed() - t1
-        );
-    }
     Analysis {
         action_dependent: cones.action_dependent.clone(),
         components: ncomp,
