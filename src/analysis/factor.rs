@@ -986,6 +986,13 @@ fn build(
         let mut factor_inputs: Vec<(usize, String, Vec<NodeId>)> = Vec::new();
         for r in 0..net.roles.len() {
             key_input.clear();
+            // The whole inputs of each key of this role, for naming.
+            let mut by_key: HashMap<u32, Vec<usize>> = HashMap::new();
+            for x in 0..net.inputs.len() {
+                if net.inputs[x].role.index() == r && !shared_input[x] {
+                    by_key.entry(keys[x][g]).or_default().push(x);
+                }
+            }
             let mut names: HashMap<String, usize> = HashMap::new();
             for x in 0..net.inputs.len() {
                 if net.inputs[x].role.index() != r || shared_input[x] {
@@ -994,10 +1001,7 @@ fn build(
                 let k = keys[x][g];
                 let f = *key_input.entry(k).or_insert_with(|| {
                     let key = &key_list[g][k as usize];
-                    let whole: Vec<usize> = (0..net.inputs.len())
-                        .filter(|&y| net.inputs[y].role.index() == r && !shared_input[y] && keys[y][g] == k)
-                        .collect();
-                    let mut name = key_name(net, &whole);
+                    let mut name = key_name(net, &by_key[&k]);
                     let seen = names.entry(name.clone()).or_insert(0);
                     *seen += 1;
                     if *seen > 1 {
