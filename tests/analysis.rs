@@ -98,6 +98,23 @@ const CORPUS: &[(&str, Expect, &str)] = &[
         "white plays a blocks world and black a cell game, each role's moves acting on its own \
          board; the step counter is shared",
     ),
+    // Games outside the issue's list that the analysis splits, held to the same differential
+    // test so that no factoring the analysis reports goes unchecked.
+    (
+        "lightsOnSimul4",
+        Expect::Factors(4),
+        "found by the analysis (the rules were not read for it); checked here by the differential test",
+    ),
+    (
+        "mummymaze2p",
+        Expect::Factors(2),
+        "found by the analysis (the rules were not read for it); checked here by the differential test",
+    ),
+    (
+        "pacman2p",
+        Expect::Factors(3),
+        "found by the analysis (the rules were not read for it); checked here by the differential test",
+    ),
     (
         "ticTacToe",
         Expect::NoFactors("not a product"),

@@ -401,3 +401,53 @@ fn compile_stats_prints_every_phase_and_the_rate_of_every_engine() {
     assert_eq!(code, 2);
     assert!(err.contains("--stats-seconds"), "{err}");
 }
+
+/// `propjet analyze`: our double tic-tac-toe as one JSON object with two factors of 27 bases;
+/// tic-tac-toe as text saying why it does not factor; a state file folds its latches in; a bad
+/// state is a clear error.
+#[test]
+fn analyze_reports_factors_as_json_and_text() {
+    let (code, stdout, stderr) = propjet(&["analyze", "games/doubletictactoe.kif", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let factors = json["factors"].as_array().expect("a factors list");
+    assert_eq!(factors.len(), 2);
+    for f in factors {
+        assert_eq!(f["bases"].as_array().expect("bases").len(), 27);
+    }
+    assert_eq!(json["factored"], true);
+
+    let (code, stdout, stderr) = propjet(&["analyze", "games/tictactoe.kif"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("does not factor:"), "{stdout}");
+    assert!(stdout.contains("not a product"), "{stdout}");
+
+    let dir = scratch("analyze");
+    let state = dir.join("state.kif");
+    std::fs::write(&state, "(true (control white))\n(cell 1 1 1 x)\n(cell 2 2 2 o)\n").expect("writable");
+    let (code, stdout, stderr) = propjet(&[
+        "analyze",
+        "games/doubletictactoe.kif",
+        "--state",
+        state.to_str().expect("a UTF-8 path"),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let fixed = json["fixed"].as_array().expect("the fixed facts");
+    assert!(
+        fixed.iter().any(|f| f[0] == "(cell 1 1 1 x)" && f[1] == true),
+        "{fixed:?}"
+    );
+
+    std::fs::write(&state, "(cell 7 7 7 q)\n").expect("writable");
+    let (code, _, stderr) = propjet(&[
+        "analyze",
+        "games/doubletictactoe.kif",
+        "--state",
+        state.to_str().expect("a UTF-8 path"),
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("is not a base proposition"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

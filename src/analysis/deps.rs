@@ -279,24 +279,3 @@ pub fn reach(net: &Propnet, factor_of_base: &[Option<u32>]) -> Vec<Reach> {
     }
     out
 }
-
-/// The factors whose bases lie in the cone of `root`, sorted, found by a walk that stops at
-/// nodes of at most one factor.
-pub fn factors_in_cone(net: &Propnet, reach: &[Reach], root: NodeId) -> Vec<u32> {
-    let mut found = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let mut stack = vec![root];
-    while let Some(id) = stack.pop() {
-        if !seen.insert(id) {
-            continue;
-        }
-        match reach[id.index()] {
-            Reach::Local(Some(f)) => found.push(f),
-            Reach::Local(None) => {}
-            Reach::Mixed => stack.extend(net.node(id).operands().iter().copied()),
-        }
-    }
-    found.sort_unstable();
-    found.dedup();
-    found
-}

@@ -1,7 +1,7 @@
 //! Factoring: the conditions of conjunctive factorability checked on the net, and the factors
 //! built as programs of their own (see `doc/analysis.md`).
 
-use super::deps::{factors_in_cone, reach, Cones, Reach, UnionFind};
+use super::deps::{reach, Cones, Reach, UnionFind};
 use super::{Atom, Factor, FactorInput, Factoring, Obstacle, Relation};
 use crate::net::{self, BaseProp, GoalProp, InputProp, Node, NodeId, Propnet};
 use std::collections::HashMap;
@@ -9,9 +9,9 @@ use std::collections::HashMap;
 /// The most obstacles reported: the last joins made.
 const MAX_NOTES: usize = 8;
 
-/// The most pairs of factors compared for one role before the pairwise test gives way to the
-/// single product test over all of them.
-const MAX_PAIRWISE_FACTORS: usize = 256;
+/// The most work (pairs of factors times inputs) of the pairwise independence test for one
+/// class of a role's inputs; beyond it the single product test over all factors decides.
+const MAX_PAIRWISE_WORK: usize = 20_000_000;
 
 /// The most nodes of a terminal or goal relation.
 const MAX_RELATION_NODES: usize = 100_000;
@@ -153,7 +153,7 @@ fn move_sets(net: &Propnet, cones: &Cones) -> Vec<Option<Result<MoveSet, String>
                         for w in bits.iter_mut() {
                             *w = !*w;
                         }
-                        if len % 64 != 0 {
+                        if !len.is_multiple_of(64) {
                             if let Some(last) = bits.last_mut() {
                                 *last &= (1u64 << (len % 64)) - 1;
                             }
@@ -215,10 +215,13 @@ fn set_inputs(net: &Propnet, set: &MoveSet) -> Vec<usize> {
     role_inputs(net, set).concat()
 }
 
+/// A move set as a hash key: its `all` flag and its per-role bitsets.
+type SetKey = (bool, Vec<Option<Vec<u64>>>);
+
 /// Distinct move sets, numbered.
 #[derive(Default)]
 struct Contents {
-    ids: HashMap<(bool, Vec<Option<Vec<u64>>>), u32>,
+    ids: HashMap<SetKey, u32>,
     sets: Vec<MoveSet>,
 }
 
@@ -287,6 +290,31 @@ fn group_name(net: &Propnet, group_of_base: &[Option<u32>], g: u32) -> String {
     }
 }
 
+/// The most nodes a walk for an obstacle's message visits.
+const MAX_NOTE_WALK: usize = 20_000;
+
+/// Some factors whose bases lie in the cone of `root` (all of them unless the cone is larger
+/// than [`MAX_NOTE_WALK`] nodes), sorted, for a message: a walk that stops at nodes of one
+/// factor.
+fn factors_in_cone(net: &Propnet, reach: &[Reach], root: NodeId) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![root];
+    while let Some(id) = stack.pop() {
+        if seen.len() >= MAX_NOTE_WALK || !seen.insert(id) {
+            continue;
+        }
+        match reach[id.index()] {
+            Reach::Local(Some(f)) => found.push(f),
+            Reach::Local(None) => {}
+            Reach::Mixed => stack.extend(net.node(id).operands().iter().copied()),
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
 /// Names for groups: the first four by their bases, then how many more.
 fn group_names(net: &Propnet, group_of_base: &[Option<u32>], gs: &[u32]) -> Vec<String> {
     let mut out: Vec<String> = gs
@@ -307,6 +335,7 @@ pub fn factor(
     cones: &Cones,
     comp: &[Option<usize>],
     ncomp: usize,
+    inert: &[bool],
 ) -> Result<Factoring, Vec<Obstacle>> {
     if ncomp == 0 {
         return Err(vec![Obstacle::NoActionDependentState]);
@@ -331,6 +360,12 @@ pub fn factor(
                 groups += 1;
             }
         }
+        let mut rep = vec![0usize; groups as usize];
+        for (c, n) in number.iter().enumerate() {
+            if let Some(g) = n {
+                rep[*g as usize] = c;
+            }
+        }
         if groups < 2 {
             // The last joins are the ones that left a single factor.
             let cut = notes.len().saturating_sub(MAX_NOTES);
@@ -344,28 +379,57 @@ pub fn factor(
         let groups = groups as usize;
 
         // Legal partitionability: each legal is a conjunction of parts of one factor each.
+        // The parts that read several factors are marked, and one sweep joins, for each marked
+        // node, every factor of its cone (through the marked nodes below it).
         let mut merged = false;
         let mut legal_parts: Vec<Vec<NodeId>> = Vec::with_capacity(net.inputs.len());
+        let mut bad = vec![false; net.nodes.len()];
         for input in &net.inputs {
             match conjuncts(net, &reach, input.legal) {
                 Ok(parts) => legal_parts.push(parts),
                 Err(node) => {
-                    let fs = factors_in_cone(net, &reach, node);
-                    let mut joined = false;
-                    for w in fs.windows(2) {
-                        joined |= uf_union_groups(&mut uf, &number, w[0], w[1]);
-                    }
-                    merged |= joined;
-                    if joined {
+                    if !bad[node.index()] && notes.len() < 4 * MAX_NOTES {
+                        let direct = factors_in_cone(net, &reach, node);
                         notes.push(Obstacle::LegalCouples {
                             role: net.roles[input.role.index()].clone(),
                             input: input.name.clone(),
-                            factors: group_names(net, &group_of_base, &fs),
+                            factors: group_names(net, &group_of_base, &direct),
                         });
                     }
+                    bad[node.index()] = true;
                     legal_parts.push(Vec::new());
                 }
             }
+        }
+        for i in (0..net.nodes.len()).rev() {
+            if bad[i] {
+                for op in net.nodes[i].operands() {
+                    if reach[op.index()] == Reach::Mixed {
+                        bad[op.index()] = true;
+                    }
+                }
+            }
+        }
+        let mut first_group: Vec<Option<u32>> = vec![None; net.nodes.len()];
+        for i in 0..net.nodes.len() {
+            if !bad[i] {
+                continue;
+            }
+            let mut acc: Option<u32> = None;
+            for op in net.nodes[i].operands() {
+                let g = match reach[op.index()] {
+                    Reach::Local(Some(g)) => Some(g),
+                    Reach::Mixed => first_group[op.index()],
+                    Reach::Local(None) => None,
+                };
+                if let Some(g) = g {
+                    match acc {
+                        None => acc = Some(g),
+                        Some(a) => merged |= uf.union(rep[a as usize], rep[g as usize]),
+                    }
+                }
+            }
+            first_group[i] = acc;
         }
         if merged {
             continue;
@@ -425,6 +489,8 @@ pub fn factor(
         let mut key_list: Vec<Vec<Key>> = vec![Vec::new(); groups];
         let mut keys: Vec<Vec<u32>> = vec![Vec::new(); net.inputs.len()];
         let mut shared_input = vec![false; net.inputs.len()];
+        let mut shared_ids: HashMap<Vec<NodeId>, usize> = HashMap::new();
+        let mut idle_rows: Vec<Vec<u32>> = Vec::new();
         for x in 0..net.inputs.len() {
             let parts = &legal_parts[x];
             let local = |g: u32| -> Vec<NodeId> {
@@ -443,8 +509,32 @@ pub fn factor(
                 shared_input[x] = true;
                 continue;
             }
-            let mut row = Vec::with_capacity(groups);
-            for g in 0..groups as u32 {
+            // Most groups see neither the input's moves nor its legal: their key is the idle
+            // key of its shared conditions, made once per distinct shared conditions.
+            let next_shared = idle_rows.len();
+            let sid = *shared_ids.entry(shared.clone()).or_insert(next_shared);
+            if sid == idle_rows.len() {
+                let row: Vec<u32> = (0..groups)
+                    .map(|g| {
+                        let key: Key = (Vec::new(), Vec::new(), shared.clone());
+                        let next = key_list[g].len() as u32;
+                        *key_ids[g].entry(key.clone()).or_insert_with(|| {
+                            key_list[g].push(key);
+                            next
+                        })
+                    })
+                    .collect();
+                idle_rows.push(row);
+            }
+            let mut row = idle_rows[sid].clone();
+            let mut touched: Vec<u32> = sig[x].iter().map(|&(g, _)| g).collect();
+            touched.extend(parts.iter().filter_map(|p| match reach[p.index()] {
+                Reach::Local(Some(g)) => Some(g),
+                _ => None,
+            }));
+            touched.sort_unstable();
+            touched.dedup();
+            for g in touched {
                 let s: Vec<u32> = sig[x].iter().filter(|(h, _)| *h == g).map(|&(_, m)| m).collect();
                 let key: Key = (s, local(g), shared.clone());
                 let next = key_list[g as usize].len() as u32;
@@ -452,7 +542,7 @@ pub fn factor(
                     key_list[g as usize].push(key);
                     next
                 });
-                row.push(id);
+                row[g as usize] = id;
             }
             keys[x] = row;
         }
@@ -476,6 +566,7 @@ pub fn factor(
                 classes[c].1.push(x);
             }
         }
+        let mut has_choice = vec![false; groups];
         for (r, xs) in &classes {
             let r = *r;
             let count = |g: usize| -> usize {
@@ -488,30 +579,20 @@ pub fn factor(
                 .map(|g| (g, count(g)))
                 .filter(|&(_, k)| k > 1)
                 .collect();
+            for &(g, _) in &active {
+                has_choice[g] = true;
+            }
             if active.len() < 2 {
                 continue;
             }
-            if std::env::var_os("PROPJET_DEBUG_KEYS").is_some() {
-                for &(g, _) in &active {
-                    for (k, key) in key_list[g].iter().enumerate() {
-                        let who: Vec<&str> = xs
-                            .iter()
-                            .filter(|&&x| keys[x][g] == k as u32)
-                            .map(|&x| net.inputs[x].name.as_str())
-                            .take(3)
-                            .collect();
-                        eprintln!("group {g} key {k}: {key:?} <- {who:?}");
-                    }
-                }
-            }
-            if active.len() <= MAX_PAIRWISE_FACTORS {
+            if active.len() * active.len() * xs.len() <= MAX_PAIRWISE_WORK {
                 for (ai, &(a, ka)) in active.iter().enumerate() {
                     for &(b, kb) in &active[ai + 1..] {
                         let mut pairs: Vec<(u32, u32)> =
                             xs.iter().map(|&x| (keys[x][a], keys[x][b])).collect();
                         pairs.sort_unstable();
                         pairs.dedup();
-                        if pairs.len() != ka * kb && uf_union_groups(&mut uf, &number, a as u32, b as u32) {
+                        if pairs.len() != ka * kb && uf.union(rep[a], rep[b]) {
                             merged = true;
                             {
                                 notes.push(Obstacle::MovesCouple {
@@ -552,12 +633,40 @@ pub fn factor(
                     });
                 }
                 for w in active.windows(2) {
-                    merged |= uf_union_groups(&mut uf, &number, w[0].0 as u32, w[1].0 as u32);
+                    merged |= uf.union(rep[w[0].0], rep[w[1].0]);
                 }
             }
         }
         if merged {
             continue;
+        }
+        // A candidate in which no role ever has a choice (one move per class of its inputs), or
+        // whose bases all keep their initial values forever (proven inductively), is no
+        // sub-game: it joins the first one that is. Joining keeps every condition.
+        let mut changes = vec![false; groups];
+        for (b, g) in group_of_base.iter().enumerate() {
+            if let Some(g) = g {
+                changes[*g as usize] |= !inert[b];
+            }
+        }
+        let live: Vec<bool> = (0..groups).map(|g| changes[g] && has_choice[g]).collect();
+        if let Some(first) = live.iter().position(|&l| l) {
+            let dead: Vec<u32> = (0..groups as u32).filter(|&g| !live[g as usize]).collect();
+            if !dead.is_empty() {
+                notes.push(Obstacle::Inert {
+                    factors: group_names(net, &group_of_base, &dead),
+                });
+                for g in dead {
+                    uf.union(rep[first], rep[g as usize]);
+                }
+                continue;
+            }
+        } else {
+            notes.push(Obstacle::Inert {
+                factors: group_names(net, &group_of_base, &(0..groups as u32).collect::<Vec<_>>()),
+            });
+            let cut = notes.len().saturating_sub(MAX_NOTES);
+            return Err(notes.split_off(cut));
         }
         break Round {
             groups,
@@ -572,18 +681,6 @@ pub fn factor(
         notes.push(o);
         notes
     })
-}
-
-/// Joins the components numbered `a` and `b` in this round; whether they were apart.
-fn uf_union_groups(uf: &mut UnionFind, number: &[Option<u32>], a: u32, b: u32) -> bool {
-    let rep = |g: u32| {
-        number
-            .iter()
-            .position(|n| *n == Some(g))
-            .expect("a numbered root")
-    };
-    let (ra, rb) = (rep(a), rep(b));
-    uf.union(ra, rb)
 }
 
 /// A name for a node: the view that names it, the proposition it is, or its number.
@@ -889,6 +986,13 @@ fn build(
         let mut factor_inputs: Vec<(usize, String, Vec<NodeId>)> = Vec::new();
         for r in 0..net.roles.len() {
             key_input.clear();
+            // The whole inputs of each key of this role, for naming.
+            let mut by_key: HashMap<u32, Vec<usize>> = HashMap::new();
+            for x in 0..net.inputs.len() {
+                if net.inputs[x].role.index() == r && !shared_input[x] {
+                    by_key.entry(keys[x][g]).or_default().push(x);
+                }
+            }
             let mut names: HashMap<String, usize> = HashMap::new();
             for x in 0..net.inputs.len() {
                 if net.inputs[x].role.index() != r || shared_input[x] {
@@ -897,10 +1001,7 @@ fn build(
                 let k = keys[x][g];
                 let f = *key_input.entry(k).or_insert_with(|| {
                     let key = &key_list[g][k as usize];
-                    let whole: Vec<usize> = (0..net.inputs.len())
-                        .filter(|&y| net.inputs[y].role.index() == r && !shared_input[y] && keys[y][g] == k)
-                        .collect();
-                    let mut name = key_name(net, &whole);
+                    let mut name = key_name(net, &by_key[&k]);
                     let seen = names.entry(name.clone()).or_insert(0);
                     *seen += 1;
                     if *seen > 1 {

@@ -106,7 +106,21 @@ pub fn single_latches(net: &Propnet, readers: &Readers, cones: &Cones) -> Latche
     let mut heap: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
     let mut queued = vec![false; net.nodes.len()];
     let mut latches = Latches::default();
+    // Only nodes that some next function reads can matter, and for base `p` only nodes numbered
+    // below `next(p)` (the arena is topological), so the propagation stops at the others.
+    let mut in_next_cone = vec![false; net.nodes.len()];
+    for base in &net.bases {
+        in_next_cone[base.next.index()] = true;
+    }
+    for i in (0..net.nodes.len()).rev() {
+        if in_next_cone[i] {
+            for op in net.nodes[i].operands() {
+                in_next_cone[op.index()] = true;
+            }
+        }
+    }
     for (b, base) in net.bases.iter().enumerate() {
+        let limit = base.next.0;
         for value in [true, false] {
             let want = if value { Tv::T } else { Tv::F };
             let next_value = match cones.base_node[b] {
@@ -115,7 +129,7 @@ pub fn single_latches(net: &Propnet, readers: &Readers, cones: &Cones) -> Latche
                     vals[node.index()] = want;
                     touched.push(node.index());
                     for &r in readers.of_node(node) {
-                        if !queued[r.index()] {
+                        if r.0 <= limit && in_next_cone[r.index()] && !queued[r.index()] {
                             queued[r.index()] = true;
                             heap.push(Reverse(r.0));
                         }
@@ -128,7 +142,7 @@ pub fn single_latches(net: &Propnet, readers: &Readers, cones: &Cones) -> Latche
                             vals[i] = v;
                             touched.push(i);
                             for &r in readers.of_node(NodeId(i as u32)) {
-                                if !queued[r.index()] {
+                                if r.0 <= limit && in_next_cone[r.index()] && !queued[r.index()] {
                                     queued[r.index()] = true;
                                     heap.push(Reverse(r.0));
                                 }
@@ -154,30 +168,65 @@ pub fn single_latches(net: &Propnet, readers: &Readers, cones: &Cones) -> Latche
     latches
 }
 
-/// The most rounds of the inductive proof; a proof that has not settled by then proves nothing.
-pub const MAX_INDUCTION_ROUNDS: usize = 1000;
-
 /// The largest inductive subset of the assumptions `assume` (a value per base, or `None` for
 /// no assumption): every base it keeps provably keeps its assumed value in the next state
-/// whenever all kept bases have theirs. Returns the kept assumptions; `None` everywhere if the
-/// proof did not settle within [`MAX_INDUCTION_ROUNDS`].
+/// whenever all kept bases have theirs. Returns the kept assumptions.
+///
+/// Dropping an assumption only turns known values unknown, never the reverse, so each node
+/// changes at most once: after one full evaluation, only the readers of dropped bases are
+/// evaluated again (in topological order), and the whole proof costs about one pass over the net.
 pub fn inductive(net: &Propnet, assume: &[Option<bool>]) -> Vec<Option<bool>> {
+    let readers = Readers::of(net);
+    let mut base_node = vec![None; net.bases.len()];
+    for (i, node) in net.nodes.iter().enumerate() {
+        if let Node::Base(b) = node {
+            base_node[*b as usize] = Some(i);
+        }
+    }
     let mut kept = assume.to_vec();
-    for _ in 0..MAX_INDUCTION_ROUNDS {
-        let vals = sweep(net, &kept);
-        let mut changed = false;
+    let mut vals = sweep(net, &kept);
+    let mut heap: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+    let mut queued = vec![false; net.nodes.len()];
+    loop {
+        let mut dropped = Vec::new();
         for (b, base) in net.bases.iter().enumerate() {
             if let Some(v) = kept[b] {
                 let want = if v { Tv::T } else { Tv::F };
                 if vals[base.next.index()] != want {
                     kept[b] = None;
-                    changed = true;
+                    dropped.push(b);
                 }
             }
         }
-        if !changed {
+        if dropped.is_empty() {
             return kept;
         }
+        for b in dropped {
+            let Some(node) = base_node[b] else { continue };
+            if vals[node] == Tv::X {
+                continue;
+            }
+            vals[node] = Tv::X;
+            for &r in readers.of_node(NodeId(node as u32)) {
+                if !queued[r.index()] {
+                    queued[r.index()] = true;
+                    heap.push(Reverse(r.0));
+                }
+            }
+        }
+        while let Some(Reverse(i)) = heap.pop() {
+            let i = i as usize;
+            queued[i] = false;
+            let v = eval(&net.nodes[i], &vals);
+            if v != vals[i] {
+                vals[i] = v;
+                for &r in readers.of_node(NodeId(i as u32)) {
+                    if !queued[r.index()] {
+                        queued[r.index()] = true;
+                        heap.push(Reverse(r.0));
+                    }
+                }
+            }
+        }
     }
-    vec![None; net.bases.len()]
 }

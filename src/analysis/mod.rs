@@ -54,6 +54,13 @@ pub enum Obstacle {
         /// How many a product would make.
         product: usize,
     },
+    /// In these candidate factors no role ever has a choice, or their bases keep their initial
+    /// values in every reachable state (proven by induction): they are no sub-games and were
+    /// joined to another candidate.
+    Inert {
+        /// The candidates, each named by its first bases.
+        factors: Vec<String>,
+    },
     /// A node that turns moves into transitions is not a function of one role's move alone.
     MoveNode {
         /// The node.
@@ -91,6 +98,11 @@ impl std::fmt::Display for Obstacle {
             } => write!(
                 f,
                 "the moves of {role} are not a product over {}: they make {combinations} combinations of factor moves, not {product}",
+                factors.join(" and ")
+            ),
+            Obstacle::Inert { factors } => write!(
+                f,
+                "{} offer no role a choice or never change, so they are no sub-games",
                 factors.join(" and ")
             ),
             Obstacle::MoveNode { node, why } => write!(f, "move node {node} {why}"),
@@ -295,7 +307,9 @@ pub fn analyze(net: &Propnet) -> Analysis {
     let cones = deps::Cones::of(net, &readers);
     let latches = latch::single_latches(net, &readers, &cones);
     let (comp, ncomp) = deps::components(net, &cones);
-    let factoring = factor::factor(net, &cones, &comp, ncomp);
+    let init: Vec<Option<bool>> = net.bases.iter().map(|b| Some(b.init)).collect();
+    let inert: Vec<bool> = latch::inductive(net, &init).iter().map(Option::is_some).collect();
+    let factoring = factor::factor(net, &cones, &comp, ncomp, &inert);
     Analysis {
         action_dependent: cones.action_dependent.clone(),
         components: ncomp,
