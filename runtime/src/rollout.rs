@@ -5,7 +5,7 @@
 //!
 //! A batch is a seed, a list of start states and a number of rollouts (or a deadline). Rollout
 //! `i` starts from `starts[i % starts.len()]` and draws from [`Rng::for_rollout`]`(seed, i)`
-//! exactly as [`random_playout`] does: at every non-terminal state, one [`Rng::below`] draw per
+//! exactly as [`random_playout`](crate::random_playout) does: at every non-terminal state, one [`Rng::below`] draw per
 //! role in role order, choosing among the role's legal moves in ascending [`MoveIdx`] order.
 //! A rollout's moves therefore depend on its index alone, never on the lane or thread that
 //! plays it or on the order in which rollouts finish, and the *set* of rollouts `0..n` is the
@@ -38,10 +38,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::interp::neg_mask;
+use crate::playout::random_walk;
 use crate::rng::mix64;
 use crate::{
-    random_playout, Entry, FactIdx, Interpreter, LaneError, Layout, Machine, MachineError, MoveIdx, Native,
-    NativeError, PackedState, PlayoutError, Program, Rng, RoleIdx, Width,
+    Entry, FactIdx, Interpreter, LaneError, Layout, Machine, MachineError, MoveIdx, Native, NativeError,
+    PackedState, PlayoutError, Program, Rng, RoleIdx, Width,
 };
 
 /// How many claims of a [`RolloutSource`] with a deadline share one reading of the clock.
@@ -117,6 +118,20 @@ pub struct Plan<'a, S> {
     pub seed: u64,
     /// The most joint moves of a rollout; a longer one is an error.
     pub max_depth: u32,
+    /// What a terminal state without exactly one goal value for a role counts as.
+    pub goals: GoalRule,
+}
+
+/// What a rollout's goal is when a role has no goal value or several at its terminal state,
+/// a flaw of the game that some corpus games have (pentago gives one role both 0 and 100).
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum GoalRule {
+    /// The rollout fails with [`MachineError::GoalNotUnique`], as [`Machine::goals`] does.
+    #[default]
+    Exact,
+    /// The highest of the values, or 0 with none: for throughput benchmarks, which must run
+    /// such games to the end and only count rollouts.
+    HighestOrZero,
 }
 
 /// The sums over the rollouts of a batch. Two engines that played the same seeded batch
@@ -244,8 +259,8 @@ pub enum RolloutError {
     Interp(#[from] LaneError),
 }
 
-/// Plays rollouts from `source` one at a time with [`random_playout`] on any machine, and sums
-/// them. On a machine whose move numbering differs from the propnet's, wrap it in
+/// Plays rollouts from `source` one at a time with [`random_playout`](crate::random_playout) on any machine (its moves;
+/// the goals as the plan's [`GoalRule`] says), and sums them. On a machine whose move numbering differs from the propnet's, wrap it in
 /// [`InputOrder`] first to play the same rollouts as the propnet engines.
 pub fn machine_rollouts<M: Machine + ?Sized>(
     machine: &M,
@@ -256,12 +271,21 @@ pub fn machine_rollouts<M: Machine + ?Sized>(
         return Err(RolloutError::NoStart);
     }
     let mut totals = Totals::new(machine.roles().len());
+    let mut goals = Vec::with_capacity(machine.roles().len());
     while let Some(index) = source.claim() {
         let start = &plan.starts[(index % plan.starts.len() as u64) as usize];
         let mut rng = Rng::for_rollout(plan.seed, index);
-        let playout = random_playout(machine, start, &mut rng, plan.max_depth)
-            .map_err(|error| RolloutError::Playout { index, error })?;
-        totals.add(index, &playout.goals, playout.depth);
+        let fail = |error| RolloutError::Playout { index, error };
+        let (end, depth) = random_walk(machine, start, &mut rng, plan.max_depth).map_err(fail)?;
+        goals.clear();
+        match plan.goals {
+            GoalRule::Exact => goals.extend(machine.goals(&end).map_err(|e| fail(e.into()))?),
+            GoalRule::HighestOrZero => goals.extend((0..machine.roles().len()).map(|r| {
+                let values = machine.goal_values(&end, RoleIdx::from_index(r));
+                values.iter().copied().max().unwrap_or(0)
+            })),
+        }
+        totals.add(index, &goals, depth);
     }
     Ok(totals)
 }
@@ -613,7 +637,9 @@ fn drive<const W: usize, B: Batch>(
                     });
                     return;
                 }
-                if let Err(error) = read_goals::<W>(program, words, j, bit, &mut goals, &mut goal_seen) {
+                if let Err(error) =
+                    read_goals::<W>(program, plan.goals, words, j, bit, &mut goals, &mut goal_seen)
+                {
                     failure = Some(RolloutError::Playout {
                         index: t.index[lane],
                         error,
@@ -751,9 +777,10 @@ fn drive<const W: usize, B: Batch>(
 }
 
 /// Reads the goal of every role in lane `64 * j + bit` after the goals entry ran: exactly one
-/// value per role, as [`Machine::goals`] demands.
+/// value per role, as [`Machine::goals`] demands, or as `rule` says otherwise.
 fn read_goals<const W: usize>(
     program: &Program,
+    rule: GoalRule,
     words: &[u64],
     j: usize,
     bit: usize,
@@ -772,7 +799,16 @@ fn read_goals<const W: usize>(
             goals[r] = value;
         } else if goals[r] != value {
             conflict.get_or_insert(r);
+            goals[r] = goals[r].max(value);
         }
+    }
+    if rule == GoalRule::HighestOrZero {
+        for (goal, &s) in goals.iter_mut().zip(seen.iter()) {
+            if s == 0 {
+                *goal = 0;
+            }
+        }
+        return Ok(());
     }
     let role = match (conflict, seen.iter().position(|&s| s == 0)) {
         (Some(r), _) | (None, Some(r)) => r,
@@ -796,7 +832,7 @@ fn read_goals<const W: usize>(
 }
 
 /// A machine whose legal moves are listed in the order of a propnet's inputs (the [`Layout`]),
-/// so that [`random_playout`] on it makes the same choices as on the propnet engines. Moves
+/// so that [`random_playout`](crate::random_playout) on it makes the same choices as on the propnet engines. Moves
 /// the layout does not know come after the known ones, in the machine's own order (a game
 /// where that happens differs between the engines anyway).
 pub struct InputOrder<'a, M: Machine + ?Sized> {
