@@ -563,7 +563,7 @@ fn drive<const W: usize, B: Batch>(
     // Each lane's legal inputs of the role being chosen as bitsets, block `b` of lane `l` at
     // `b * 64 + l` (for roles of at most `TRANSPOSE_MAX_INPUTS` inputs).
     let mut sets = vec![0u64; TRANSPOSE_MAX_INPUTS];
-    // Per role, the mean number of legal moves of the lanes that had several, over recent steps.
+    // Per role, the legal moves of the lanes that had several, per word, over recent steps.
     let mut mean_legal = vec![0f32; roles];
     let mut next_values = vec![0u64; bases * W];
     let mut goals = vec![0u32; roles];
@@ -736,12 +736,11 @@ fn drive<const W: usize, B: Batch>(
                 single[j] = one[j] & !two[j];
             }
             // Transposing costs about the same per block of 64 inputs whatever is legal; the
-            // lists cost per legal move. The mean number of legal moves of the lanes choosing,
-            // followed over the steps, picks the cheaper; both choose the same moves.
+            // lists cost per legal move. The legal moves of the lanes choosing, per word,
+            // followed over the steps, pick the cheaper; both choose the same moves.
             let inputs = (range.end - range.start) as usize;
-            if inputs <= TRANSPOSE_MAX_INPUTS
-                && mean_legal[r] > TRANSPOSE_MOVES_PER_BLOCK * inputs.div_ceil(64) as f32
-            {
+            let blocks = inputs.div_ceil(64) as f32;
+            if inputs <= TRANSPOSE_MAX_INPUTS && mean_legal[r] > TRANSPOSE_MOVES_PER_BLOCK * blocks {
                 let (lanes, moves) = choose_by_transposing::<W>(
                     program,
                     words,
@@ -751,7 +750,7 @@ fn drive<const W: usize, B: Batch>(
                     &mut t.rngs,
                     &mut sets,
                 );
-                mean_legal[r] = follow(mean_legal[r], lanes, moves);
+                mean_legal[r] = follow(mean_legal[r], lanes, moves, W);
                 continue;
             }
             for_each_lane(&two, |j, bit| counts[j * 64 + bit] = 0);
@@ -784,7 +783,7 @@ fn drive<const W: usize, B: Batch>(
                 let input = lists[k * width_lanes + lane] as usize;
                 words[(first_input + input) * W + j] |= 1u64 << bit;
             });
-            mean_legal[r] = follow(mean_legal[r], lanes, moves);
+            mean_legal[r] = follow(mean_legal[r], lanes, moves, W);
         }
         clock.lap(&mut phases.choose);
 
@@ -832,17 +831,21 @@ fn transpose64(m: &mut [u64; 64]) {
 /// and each lane takes the `below(count)`-th set bit. Lanes with one legal move (`single`) get
 /// it set directly and make their one draw. `sets` holds a block per 64 inputs of the role.
 /// Returns the lanes that chose among several moves and their legal moves in all.
-/// Transposing pays when the lanes choosing have more than this many legal moves on average
-/// per block of 64 inputs. Measured: tic-tac-toe (about 5 moves, one block) chooses faster by
-/// lists, breakthrough (about 25 moves, three blocks) about a quarter faster by transposing.
-const TRANSPOSE_MOVES_PER_BLOCK: f32 = 6.0;
+/// Transposing a block costs the same for 1 or 64 lanes, listing costs per lane and move: it
+/// pays when the choosing lanes of a word of 64 have more than this many legal moves in all per
+/// block of 64 inputs (so one lane alone never transposes). Measured, 64 lanes a word, the
+/// mover in about half of them: tic-tac-toe (about 160 moves a word in one block) chooses
+/// faster by lists, breakthrough (about 800 in three blocks) and pentago (about 900 in one)
+/// faster by transposing.
+const TRANSPOSE_MOVES_PER_BLOCK: f32 = 200.0;
 
-/// A running mean of legal moves per choosing lane, given this step's lanes and moves.
-fn follow(mean: f32, lanes: u32, moves: u32) -> f32 {
+/// A running mean of the legal moves of the choosing lanes per word of 64 lanes, given this
+/// step's choosing lanes and their moves over `words` words.
+fn follow(mean: f32, lanes: u32, moves: u32, words: usize) -> f32 {
     if lanes == 0 {
         return mean;
     }
-    let sample = moves as f32 / lanes as f32;
+    let sample = moves as f32 / words as f32;
     if mean == 0.0 {
         sample
     } else {
