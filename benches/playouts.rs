@@ -16,8 +16,8 @@ use propjet::lower;
 use propjet::reference::Reference;
 use propjet::reference::Reference as Ref;
 use propjet_runtime::{
-    lane_rollouts, machine_rollouts, random_playout, Entry, InputOrder, Interpreter, LaneEngine, Machine,
-    Plan, Rng, RolloutSource, Totals, Width,
+    lane_rollouts, machine_rollouts, random_playout, Entry, GoalRule, InputOrder, Interpreter, LaneEngine,
+    Machine, Plan, Rng, RolloutSource, Totals, Width,
 };
 use std::hint::black_box;
 use std::path::Path;
@@ -97,11 +97,13 @@ fn rollouts(c: &mut Criterion) {
             starts: &start,
             seed: 11,
             max_depth: 10_000,
+            goals: GoalRule::Exact,
         };
         let reference_plan = Plan {
             starts: &reference_start,
             seed: plan.seed,
             max_depth: plan.max_depth,
+            goals: plan.goals,
         };
         let mut lanes = vec![
             ("interp lanes 64", LaneEngine::Interp(&interp), 64),

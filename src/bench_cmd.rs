@@ -4,8 +4,8 @@ use crate::{millis, EngineKind, Failure};
 use propjet::reference::Reference;
 use propjet::{compile, gdl, lower};
 use propjet_runtime::{
-    lane_rollouts, machine_rollouts, InputOrder, Interpreter, LaneEngine, Machine, Native, Phases, Plan,
-    Program, RolloutError, RolloutSource, Totals, Width,
+    lane_rollouts, machine_rollouts, GoalRule, InputOrder, Interpreter, LaneEngine, Machine, Native, Phases,
+    Plan, Program, RolloutError, RolloutSource, Totals, Width,
 };
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 /// The longest rollout the benchmarks play; a longer one is reported as an error.
 const MAX_DEPTH: u32 = 100_000;
+
+/// The goal rule of the benchmarks: a game whose terminal states give a role several goal
+/// values (pentago) or none is still timed; the highest value counts, or zero.
+const GOALS: GoalRule = GoalRule::HighestOrZero;
 
 /// Programs up to this many gates count as small: `bench` times the reference on them without
 /// being asked.
@@ -166,6 +170,7 @@ impl Setup {
             starts: &packed_start,
             seed,
             max_depth: MAX_DEPTH,
+            goals: GOALS,
         };
         let reference = match (row, &self.reference) {
             (Row::Reference, None) => return Err("the reference evaluator cannot run this game".into()),
@@ -188,6 +193,7 @@ impl Setup {
                         starts: &start,
                         seed,
                         max_depth: MAX_DEPTH,
+                        goals: GOALS,
                     };
                     Ok((machine_rollouts(&ordered, &plan, source)?, Phases::default()))
                 }

@@ -16,7 +16,7 @@ use propjet::gdl;
 use propjet::lower;
 use propjet::reference::Reference;
 use propjet_runtime::{
-    lane_rollouts, machine_rollouts, random_playout, InputOrder, Interpreter, LaneEngine, Machine,
+    lane_rollouts, machine_rollouts, random_playout, GoalRule, InputOrder, Interpreter, LaneEngine, Machine,
     MachineError, Native, PackedState, Plan, PlayoutError, Program, Rng, RolloutError, RolloutSource, Totals,
     Width,
 };
@@ -135,6 +135,7 @@ fn all_agree(
         starts,
         seed,
         max_depth: MAX_DEPTH,
+        goals: GoalRule::Exact,
     };
     let want = machine_rollouts(&e.interp, &plan, &RolloutSource::count(count)).map_err(|e| e.to_string())?;
     if want.rollouts != count {
@@ -157,6 +158,7 @@ fn all_agree(
             starts: &start,
             seed,
             max_depth: MAX_DEPTH,
+            goals: GoalRule::Exact,
         };
         compare(
             "reference",
@@ -228,6 +230,7 @@ fn a_rollout_is_random_playout_with_its_own_generator() {
         starts: &start,
         seed: 9,
         max_depth: MAX_DEPTH,
+        goals: GoalRule::Exact,
     };
     let mut want = Totals::new(2);
     for i in 0..200 {
@@ -343,6 +346,7 @@ fn failures_agree(e: &Engines, starts: &[PackedState], first: String) -> Result<
         starts,
         seed: 3,
         max_depth: MAX_DEPTH,
+        goals: GoalRule::Exact,
     };
     let want = match machine_rollouts(&e.interp, &plan, &RolloutSource::count(30)) {
         Err(RolloutError::Playout { error, .. }) => error,
@@ -377,6 +381,7 @@ fn failure_everywhere(desc: &gdl::Description, max_depth: u32) -> PlayoutError {
         starts: &start,
         seed: 1,
         max_depth,
+        goals: GoalRule::Exact,
     };
     let want = match machine_rollouts(&e.interp, &plan, &RolloutSource::count(10)) {
         Err(RolloutError::Playout { error, .. }) => error,
@@ -462,6 +467,7 @@ fn lane_counts_beyond_the_width_are_refused() {
         starts: &start,
         seed: 1,
         max_depth: MAX_DEPTH,
+        goals: GoalRule::Exact,
     };
     for (engine, lanes) in [
         (LaneEngine::Interp(&e.interp), 0),
@@ -480,6 +486,7 @@ fn lane_counts_beyond_the_width_are_refused() {
         starts: &empty,
         seed: 1,
         max_depth: MAX_DEPTH,
+        goals: GoalRule::Exact,
     };
     assert_eq!(
         machine_rollouts(&e.interp, &no_start, &RolloutSource::count(1)),
@@ -490,6 +497,7 @@ fn lane_counts_beyond_the_width_are_refused() {
         starts: &short,
         seed: 1,
         max_depth: MAX_DEPTH,
+        goals: GoalRule::Exact,
     };
     let got = lane_rollouts(
         LaneEngine::Interp(&e.interp),
@@ -499,4 +507,40 @@ fn lane_counts_beyond_the_width_are_refused() {
         false,
     );
     assert!(matches!(got, Err(RolloutError::StartSize { .. })), "{got:?}");
+}
+
+#[test]
+fn the_lenient_goal_rule_takes_the_highest_value_or_zero_on_every_driver() {
+    // Robot's terminal state has goals 50 and 100 and the other role's none.
+    let desc = parse(
+        "(role robot) (role other) (init (c 0))
+         (<= (legal robot go) (true (c 0))) (<= (legal other wait) (true (c 0)))
+         (<= (next (c 1)) (true (c 0)))
+         (<= terminal (true (c 1)))
+         (<= (goal robot 100) (true (c 1)))
+         (<= (goal robot 50) (true (c 1)))
+         (<= (goal robot 0) (true (c 0)))
+         (<= (goal other 10) (true (c 0)))",
+    );
+    let e = engines(&desc).expect("compiles");
+    let start = [e.interp.initial_state()];
+    let plan = Plan {
+        starts: &start,
+        seed: 1,
+        max_depth: MAX_DEPTH,
+        goals: GoalRule::HighestOrZero,
+    };
+    let want = machine_rollouts(&e.interp, &plan, &RolloutSource::count(100)).expect("lenient");
+    assert_eq!(
+        (want.goals.clone(), want.state_changes),
+        (vec![100 * 100, 0], 100)
+    );
+    assert_eq!(
+        machine_rollouts(&e.native, &plan, &RolloutSource::count(100)),
+        Ok(want.clone())
+    );
+    for (name, engine, lanes) in lane_configs(&e) {
+        let got = lane_rollouts(engine, &plan, &RolloutSource::count(100), lanes, false).map(|(t, _)| t);
+        assert_eq!(got, Ok(want.clone()), "{name}");
+    }
 }

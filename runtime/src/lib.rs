@@ -54,8 +54,8 @@ pub use playout::{random_playout, Playout, PlayoutError};
 pub use program::{Entry, Gate, Layout, Lit, Op, Output, Program, ProgramError, Slot, MAX_SLOTS};
 pub use rng::Rng;
 pub use rollout::{
-    lane_rollouts, machine_rollouts, InputOrder, LaneEngine, Phases, Plan, RolloutError, RolloutSource,
-    Totals,
+    lane_rollouts, machine_rollouts, GoalRule, InputOrder, LaneEngine, Phases, Plan, RolloutError,
+    RolloutSource, Totals,
 };
 pub use state::PackedState;
 

@@ -38,6 +38,20 @@ pub fn random_playout<M: Machine + ?Sized>(
     rng: &mut Rng,
     max_depth: u32,
 ) -> Result<Playout, PlayoutError> {
+    let (state, depth) = random_walk(machine, start, rng, max_depth)?;
+    Ok(Playout {
+        goals: machine.goals(&state)?,
+        depth,
+    })
+}
+
+/// The moves of [`random_playout`]: the terminal state reached and the number of joint moves.
+pub(crate) fn random_walk<M: Machine + ?Sized>(
+    machine: &M,
+    start: &M::State,
+    rng: &mut Rng,
+    max_depth: u32,
+) -> Result<(M::State, u32), PlayoutError> {
     let mut state = start.clone();
     let mut joint: Vec<MoveIdx> = Vec::with_capacity(machine.roles().len());
     let mut depth = 0;
@@ -59,8 +73,5 @@ pub fn random_playout<M: Machine + ?Sized>(
         state = machine.next_state_unchecked(&state, &joint)?;
         depth += 1;
     }
-    Ok(Playout {
-        goals: machine.goals(&state)?,
-        depth,
-    })
+    Ok((state, depth))
 }
