@@ -63,6 +63,9 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
     for round in 1..=max_rounds {
         let before = NetStats::of(&net);
         for pass in [
+            // Dead nodes first: the builder leaves whole unrolled rounds that no output reads,
+            // and every later pass is cheaper without them.
+            Pass::DeadNodes,
             Pass::ConstantFolding,
             Pass::Collapse,
             Pass::Merge,
@@ -143,6 +146,10 @@ struct Rewriter {
     /// The role of each input, and each role's inputs.
     input_role: Vec<u32>,
     role_inputs: Vec<Vec<u32>>,
+    /// How many readers (gates of the old net, and outputs) each new node has gained so far.
+    /// Factoring rewrites an and only when the or being factored is its one reader, so the
+    /// and dies and the net does not grow.
+    uses: Vec<u32>,
 }
 
 impl Rewriter {
@@ -161,6 +168,7 @@ impl Rewriter {
             replace: FxHashMap::default(),
             input_role,
             role_inputs,
+            uses: Vec::with_capacity(old.nodes.len()),
         }
     }
 
@@ -183,6 +191,7 @@ impl Rewriter {
             }
         }
         self.nodes.push(node);
+        self.uses.push(0);
         id
     }
 
@@ -262,6 +271,9 @@ impl Rewriter {
     fn factor(&mut self, ops: Vec<NodeId>) -> NodeId {
         let mut holders: FxHashMap<NodeId, Vec<usize>> = FxHashMap::default();
         for (k, &op) in ops.iter().enumerate() {
+            if self.uses[op.index()] > 1 {
+                continue;
+            }
             if let Node::And(inner) = &self.nodes[op.index()] {
                 for &x in inner {
                     holders.entry(x).or_default().push(k);
@@ -284,6 +296,33 @@ impl Rewriter {
         for (shared, ks) in candidates {
             let group: Vec<usize> = ks.into_iter().filter(|&k| !used[k]).collect();
             if group.len() < 2 {
+                continue;
+            }
+            // Factoring k ands replaces them (they die: the or is their one reader) by the
+            // residual ands of two or more operands, an inner or and one and. Counting a gate
+            // and an operand each as one (an operation and a store, or a load, in generated
+            // code), factor only when that costs less; a residual of nothing makes the whole
+            // group true and always pays.
+            let (mut long, mut long_ops, mut all_ops, mut empty) = (0i64, 0i64, 0i64, false);
+            for &k in &group {
+                let Node::And(inner) = &self.nodes[ops[k].index()] else {
+                    unreachable!("an and holder")
+                };
+                let rest = inner.len() as i64 - 1;
+                all_ops += rest;
+                match rest {
+                    ..=0 => empty = true,
+                    1 => {}
+                    _ => {
+                        long += 1;
+                        long_ops += rest;
+                    }
+                }
+            }
+            let k = group.len() as i64;
+            let gates = long + 2 - k;
+            let edges = long_ops + 3 - all_ops - k;
+            if !empty && gates + edges >= 0 {
                 continue;
             }
             let mut residuals = Vec::with_capacity(group.len());
@@ -363,8 +402,17 @@ impl Rewriter {
     }
 
     fn run(mut self, mut old: Propnet) -> Propnet {
+        let mut fanout = vec![0u32; old.nodes.len()];
+        for node in &old.nodes {
+            for op in node.operands() {
+                fanout[op.index()] += 1;
+            }
+        }
+        for id in old.outputs() {
+            fanout[id.index()] += 1;
+        }
         let nodes = std::mem::take(&mut old.nodes);
-        for mut node in nodes {
+        for (i, mut node) in nodes.into_iter().enumerate() {
             match &mut node {
                 Node::And(ops) | Node::Or(ops) => {
                     for o in ops.iter_mut() {
@@ -375,6 +423,7 @@ impl Rewriter {
                 _ => {}
             }
             let id = self.simplify(node);
+            self.uses[id.index()] = self.uses[id.index()].saturating_add(fanout[i]);
             self.map.push(id);
         }
         let map = self.map;
