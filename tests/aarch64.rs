@@ -430,3 +430,44 @@ fn random_programs_agree_on_aarch64() {
     }
     assert_no_failures(&failures, cases.len());
 }
+
+/// Without any tool: the object's description of each entry is the host's, chunk for chunk,
+/// since both come from the same plan; and the chunk symbols are the object's functions in plan
+/// order, each entry's list in run order.
+#[test]
+fn the_object_describes_the_same_chunks_as_the_host_code() {
+    let target = Triple::from_str(TARGET).expect("a known triple");
+    for (seed, budget) in [(1u64, 1usize), (2, 30), (3, 4_096)] {
+        let program = random_program(&Shape::sized(40, 300), seed);
+        let object = object::emit(&program, &target, &options(budget)).expect("emits");
+        let native = propjet::lower::lower(program.clone(), &options(budget))
+            .expect("lowers for the host")
+            .native;
+        assert_eq!(object.num_slots, program.num_slots());
+        assert!(object.stats.x128, "aarch64 has 128-bit vectors");
+        for entry in Entry::ALL {
+            for width in Width::ALL {
+                let symbols = object.entries[entry.index()].at(width).expect("both widths");
+                assert_eq!(
+                    symbols.len(),
+                    native.chunk_count(entry, width),
+                    "{entry:?} {width:?}"
+                );
+                let indices: Vec<usize> = symbols
+                    .iter()
+                    .map(|s| {
+                        s.strip_prefix("propjet_chunk_")
+                            .and_then(|i| i.parse().ok())
+                            .unwrap_or_else(|| panic!("{s} is not a chunk symbol"))
+                    })
+                    .collect();
+                assert!(indices.windows(2).all(|w| w[0] < w[1]), "{indices:?}");
+                assert!(indices.iter().all(|&i| i < object.stats.functions));
+            }
+        }
+        assert!(
+            object.entries[Entry::View.index()].x64.len() > 1 || budget == 4_096,
+            "a small budget gives several chunks"
+        );
+    }
+}
