@@ -25,12 +25,13 @@
 //! every live lane draws its joint move, the chosen input bits are set, the next entry runs and
 //! the next-state outputs are copied into the base slots.
 //!
-//! The move choice turns per-input legal words into per-lane lists: for each input of a role,
-//! the set bits of its legal word (masked to live lanes) are walked, appending the input to the
-//! list of each of those lanes. The lists are stored column-wise (`list[k * lanes + lane]`), so
-//! the rows touched are only as many as the most legal moves any lane has. The cost is one word
-//! operation per input and one store per legal move, and each lane then draws
-//! `below(its count)` and sets one bit.
+//! The move choice turns per-input legal words into per-lane choices. Lanes with a single
+//! legal move get it word by word for all lanes at once. The others either transpose each block
+//! of 64 inputs × 64 lanes of legal bits into per-lane bitsets and select the `below(count)`-th
+//! set bit (cost per block), or walk the set bits of every legal word appending the input to
+//! per-lane lists stored column-wise (`list[k * lanes + lane]`; cost per legal move). A running
+//! count of the legal moves picks the cheaper; both choose the same move. `doc/playouts.md`
+//! has the measurements.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
