@@ -214,12 +214,19 @@ fn a_gate_of_a_thousand_operands_of_both_signs() {
 #[test]
 fn the_direct_generator_is_chosen_on_x86_64_and_refused_elsewhere() {
     let program = random_program(&Shape::sized(40, 300), 2);
+    // Cranelift is the default everywhere; `Auto` takes the direct generator where it can.
+    let lowered = lower::lower(program.clone(), &options(64)).expect("lowers");
+    assert_eq!(lowered.stats.backend, Backend::Cranelift);
     let direct = Options {
         backend: Backend::X64,
         ..options(64)
     };
+    let auto = Options {
+        backend: Backend::Auto,
+        ..options(64)
+    };
     if cfg!(all(target_arch = "x86_64", unix)) {
-        let lowered = lower::lower(program.clone(), &options(64)).expect("lowers");
+        let lowered = lower::lower(program.clone(), &auto).expect("lowers");
         assert_eq!(lowered.stats.backend, Backend::X64);
         check(&program, &direct, 3);
     } else {
