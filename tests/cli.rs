@@ -1,32 +1,13 @@
 //! Runs the built `propjet` binary as a user would and checks its exit status and messages:
 //! on a good game (random playouts and a trace replay), and on inputs it must refuse cleanly.
 
+#[path = "common/run.rs"]
+mod run;
+
+use run::propjet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_propjet");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-/// Runs `propjet` with `args` and returns status code, stdout and stderr.
-fn propjet(args: &[&str]) -> (i32, String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = Command::new(BIN)
-        .args(args)
-        .current_dir(ROOT)
-        .output()
-        .expect("the propjet binary runs");
-    let code = status
-        .code()
-        .expect("propjet exits with a status, not by a signal");
-    (
-        code,
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    )
-}
 
 /// The shared corpus, or `None` (after a note) outside CI when it is missing; in CI its absence
 /// fails the test.

@@ -2,30 +2,11 @@
 //! them: the table and its check line, the perf-test file format, and the `errorMessage` line
 //! on every kind of failure.
 
+#[path = "common/run.rs"]
+mod run;
+
+use run::propjet;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_propjet");
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-
-fn propjet(args: &[&str]) -> (i32, String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = Command::new(BIN)
-        .args(args)
-        .current_dir(ROOT)
-        .output()
-        .expect("the propjet binary runs");
-    (
-        status
-            .code()
-            .expect("propjet exits with a status, not by a signal"),
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    )
-}
 
 fn scratch(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("propjet-cli-bench-{}-{test}", std::process::id()));
