@@ -1249,7 +1249,11 @@ impl<'a> Exec<'a> {
             } else if sp.family.is_empty() {
                 SubResult::Aux(self.new_aux(these.iter().map(|(_, body)| body)))
             } else {
-                let mut fkey: Vec<TermId> = sp.family.iter().map(|&j| self.binds[sp.given[j] as usize]).collect();
+                let mut fkey: Vec<TermId> = sp
+                    .family
+                    .iter()
+                    .map(|&j| self.binds[sp.given[j] as usize])
+                    .collect();
                 fkey.extend_from_slice(values);
                 SubResult::Aux(self.family_aux(sub, fkey.into(), these))
             };
