@@ -62,14 +62,20 @@ pub struct PerfTestArgs {
     seconds: String,
 }
 
-/// A game compiled for the benchmarks, with every engine that could be had.
+/// A game set up for the benchmarks, with every engine that could be had.
 struct Setup {
     reference: Option<Reference>,
+    /// The compiled engines, or why the game did not compile; then only the reference runs.
+    compiled: Result<Engines, String>,
+    /// Phase names and times of the compilation, in order.
+    timings: Vec<(&'static str, Duration)>,
+}
+
+/// The engines of a compiled game.
+struct Engines {
     program: Arc<Program>,
     interp: Interpreter,
     native: Result<Native, String>,
-    /// Phase names and times of the compilation, in order.
-    timings: Vec<(&'static str, Duration)>,
 }
 
 fn setup(game: &Path, want_reference: bool) -> Result<Setup, Failure> {
@@ -80,29 +86,46 @@ fn setup(game: &Path, want_reference: bool) -> Result<Setup, Failure> {
     let desc = gdl::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
     timings.push(("parse", clock.elapsed()));
     let clock = Instant::now();
-    let compiled = compile::compile(&desc, &compile::Options::default())
-        .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
-    timings.push(("compile", clock.elapsed()));
-    let program = Arc::new(compiled.program);
-    let interp = Interpreter::new(Arc::clone(&program))
-        .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
-    let clock = Instant::now();
-    let native = lower::lower(Arc::clone(&program), &lower::Options::default())
-        .map(|l| l.native)
-        .map_err(|e| e.to_string());
-    timings.push(("lower", clock.elapsed()));
-    let reference = if want_reference || program.num_gates() <= SMALL_GATES {
+    let compiled = match compile::compile(&desc, &compile::Options::default()) {
+        Ok(c) => {
+            timings.push(("compile", clock.elapsed()));
+            let program = Arc::new(c.program);
+            let interp = Interpreter::new(Arc::clone(&program))
+                .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+            let clock = Instant::now();
+            let native = lower::lower(Arc::clone(&program), &lower::Options::default())
+                .map(|l| l.native)
+                .map_err(|e| e.to_string());
+            timings.push(("lower", clock.elapsed()));
+            Ok(Engines {
+                program,
+                interp,
+                native,
+            })
+        }
+        // A game the compiler cannot handle is still played, by the reference evaluator.
+        Err(e) => Err(format!("{}: {e}", game.display())),
+    };
+    let small = compiled
+        .as_ref()
+        .is_ok_and(|c| c.program.num_gates() <= SMALL_GATES);
+    let reference = if want_reference || small || compiled.is_err() {
         let clock = Instant::now();
         match Reference::new(&desc) {
             Ok(r) => {
                 timings.push(("reference setup", clock.elapsed()));
                 Some(r)
             }
-            Err(e) if want_reference => {
+            Err(e) if want_reference || compiled.is_err() => {
+                let why = compiled
+                    .as_ref()
+                    .err()
+                    .map(|c| format!("{c}; "))
+                    .unwrap_or_default();
                 return Err(Failure::input(format!(
-                    "{}: the reference evaluator cannot run this game: {e}",
+                    "{why}{}: the reference evaluator cannot run this game: {e}",
                     game.display()
-                )))
+                )));
             }
             Err(_) => None,
         }
@@ -111,11 +134,20 @@ fn setup(game: &Path, want_reference: bool) -> Result<Setup, Failure> {
     };
     Ok(Setup {
         reference,
-        program,
-        interp,
-        native,
+        compiled,
         timings,
     })
+}
+
+impl Setup {
+    /// The role names, from whichever engine there is.
+    fn roles(&self) -> Vec<String> {
+        match (&self.compiled, &self.reference) {
+            (Ok(c), _) => c.program.layout.roles.clone(),
+            (Err(_), Some(r)) => r.roles().to_vec(),
+            (Err(_), None) => Vec::new(),
+        }
+    }
 }
 
 /// One engine of the table.
@@ -165,7 +197,12 @@ impl Setup {
         profile: bool,
         progress: Option<(&str, Duration)>,
     ) -> Result<Run, String> {
-        let packed_start = [self.interp.initial_state()];
+        let compiled = match (row, &self.compiled) {
+            (Row::Reference, _) => self.compiled.as_ref().ok(),
+            (_, Err(e)) => return Err(format!("the game did not compile: {e}")),
+            (_, Ok(c)) => Some(c),
+        };
+        let packed_start: Vec<_> = compiled.iter().map(|c| c.interp.initial_state()).collect();
         let packed = Plan {
             starts: &packed_start,
             seed,
@@ -176,9 +213,11 @@ impl Setup {
             (Row::Reference, None) => return Err("the reference evaluator cannot run this game".into()),
             (_, reference) => reference.as_ref(),
         };
-        let native = match (row, &self.native) {
-            (Row::NativeSingle | Row::NativeLanes(_), Err(e)) => return Err(format!("no native code: {e}")),
-            (_, native) => native.as_ref().ok(),
+        let native = match (row, compiled.map(|c| &c.native)) {
+            (Row::NativeSingle | Row::NativeLanes(_), Some(Err(e))) => {
+                return Err(format!("no native code: {e}"))
+            }
+            (_, native) => native.and_then(|n| n.as_ref().ok()),
         };
         let one = || -> DriverResult {
             match row {
@@ -187,7 +226,6 @@ impl Setup {
                     let Some(reference) = reference else {
                         return Err(RolloutError::NoStart);
                     };
-                    let ordered = InputOrder::new(reference, &self.program.layout);
                     let start = [reference.initial_state()];
                     let plan = Plan {
                         starts: &start,
@@ -195,14 +233,26 @@ impl Setup {
                         max_depth: MAX_DEPTH,
                         goals: GOALS,
                     };
-                    Ok((machine_rollouts(&ordered, &plan, source)?, Phases::default()))
+                    // With a compiled game, moves are taken in the program's order, so that
+                    // the reference plays the same rollouts as the other engines.
+                    let totals = match compiled {
+                        Some(c) => {
+                            machine_rollouts(&InputOrder::new(reference, &c.program.layout), &plan, source)?
+                        }
+                        None => machine_rollouts(reference, &plan, source)?,
+                    };
+                    Ok((totals, Phases::default()))
                 }
-                Row::Interp => Ok((
-                    machine_rollouts(&self.interp, &packed, source)?,
-                    Phases::default(),
-                )),
-                Row::InterpLanes => {
-                    lane_rollouts(LaneEngine::Interp(&self.interp), &packed, source, 64, profile)
+                Row::Interp | Row::InterpLanes => {
+                    // Checked above: these rows need a compiled game.
+                    let Some(c) = compiled else {
+                        return Err(RolloutError::NoStart);
+                    };
+                    if row == Row::Interp {
+                        Ok((machine_rollouts(&c.interp, &packed, source)?, Phases::default()))
+                    } else {
+                        lane_rollouts(LaneEngine::Interp(&c.interp), &packed, source, 64, profile)
+                    }
                 }
                 Row::NativeSingle | Row::NativeLanes(_) => {
                     // Checked above, as for the reference.
@@ -245,7 +295,7 @@ impl Setup {
                 .collect()
         });
         let wall = clock.elapsed();
-        let mut totals = Totals::new(self.program.layout.roles.len());
+        let mut totals = Totals::new(self.roles().len());
         let mut phases = Phases::default();
         let mut cpu = Some(Duration::ZERO);
         for (result, thread_cpu) in results {
@@ -315,16 +365,24 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         Some(e) => e == kind || e == EngineKind::All,
     };
     let setup = setup(&args.game, args.engine.is_some() && wants(EngineKind::Reference))?;
-    let p = &setup.program;
-    println!(
-        "{}: {} roles ({}); {} bases, {} inputs, {} gates",
-        args.game.display(),
-        p.layout.roles.len(),
-        p.layout.roles.join(", "),
-        p.num_bases(),
-        p.num_inputs(),
-        p.num_gates()
-    );
+    let roles = setup.roles();
+    match &setup.compiled {
+        Ok(c) => println!(
+            "{}: {} roles ({}); {} bases, {} inputs, {} gates",
+            args.game.display(),
+            roles.len(),
+            roles.join(", "),
+            c.program.num_bases(),
+            c.program.num_inputs(),
+            c.program.num_gates()
+        ),
+        Err(e) => println!(
+            "{}: {} roles ({}); not compiled ({e}), so only the reference evaluator plays",
+            args.game.display(),
+            roles.len(),
+            roles.join(", ")
+        ),
+    }
     let total: Duration = setup.timings.iter().map(|(_, d)| *d).sum();
     let phases: Vec<String> = setup
         .timings
@@ -332,7 +390,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         .map(|(what, d)| format!("{what} {}", millis(*d)))
         .collect();
     println!("compile time: {} ({})", millis(total), phases.join(", "));
-    if let Err(e) = &setup.native {
+    if let Ok(Engines { native: Err(e), .. }) = &setup.compiled {
         println!("native code unavailable: {e}");
     }
 
@@ -340,11 +398,14 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
     if setup.reference.is_some() && (wants(EngineKind::Reference) || args.engine.is_none()) {
         rows.push(Row::Reference);
     }
-    if wants(EngineKind::Interp) {
+    if wants(EngineKind::Interp) && setup.compiled.is_ok() {
         rows.extend([Row::Interp, Row::InterpLanes]);
     }
     if wants(EngineKind::Native) {
-        if let Ok(native) = &setup.native {
+        if let Ok(Engines {
+            native: Ok(native), ..
+        }) = &setup.compiled
+        {
             rows.push(Row::NativeSingle);
             rows.extend(
                 Width::ALL
@@ -385,7 +446,6 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         runs.push((row, run));
     }
 
-    let roles = &p.layout.roles;
     println!(
         "{:<17} {:>10} {:>12} {:>12} {:>13} {:>9} {:>8}  {:<24} {:>9}",
         "engine",
@@ -537,10 +597,14 @@ fn perf_test_lines(args: &PerfTestArgs) -> Result<String, String> {
         return Err(format!("SECONDS must be positive, not {seconds}"));
     }
     let setup = setup(&args.game, false).map_err(|f| f.message)?;
-    let row = match &setup.native {
-        Ok(native) if native.has_width(Width::X128) => Row::NativeLanes(Width::X128),
-        Ok(_) => Row::NativeLanes(Width::X64),
-        Err(_) => Row::InterpLanes,
+    let row = match &setup.compiled {
+        Ok(Engines {
+            native: Ok(native), ..
+        }) if native.has_width(Width::X128) => Row::NativeLanes(Width::X128),
+        Ok(Engines { native: Ok(_), .. }) => Row::NativeLanes(Width::X64),
+        Ok(Engines { native: Err(_), .. }) => Row::InterpLanes,
+        // The fastest engine of a game the compiler cannot handle is the reference evaluator.
+        Err(_) => Row::Reference,
     };
     let source = RolloutSource::until(Instant::now() + Duration::from_secs_f64(seconds));
     let run = setup

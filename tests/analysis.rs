@@ -335,29 +335,6 @@ fn corpus_games_factor_as_expected() {
     assert_no_failures(&failures, outcomes.len());
 }
 
-/// Chess does not compile within the limits today; the analysis of what does compile must
-/// find no factors. Whichever holds is asserted: the expected compile error, or no factors.
-#[test]
-fn chess_does_not_factor() {
-    let Some(dir) = shared_dir("chess_does_not_factor") else {
-        return;
-    };
-    let path = dir.join("games/chess.kif");
-    let text = std::fs::read_to_string(&path).expect("chess.kif is readable");
-    let desc = gdl::parse(&text).expect("chess parses");
-    match compile::compile(&desc, &test_options()) {
-        Err(e) => {
-            let why = expected_failure("chess").expect("chess is listed as an expected compile failure");
-            assert!(e.to_string().contains(why), "unexpected compile error: {e}");
-            eprintln!("chess does not compile (expected): {e}");
-        }
-        Ok(c) => {
-            let a = analysis::analyze(&c.net);
-            assert!(a.factoring.is_err(), "chess factors");
-        }
-    }
-}
-
 /// Our own double tic-tac-toe factors into its two boards, and the factors reproduce it.
 #[test]
 fn own_double_tictactoe_factors_into_its_boards() {

@@ -190,3 +190,47 @@ fn perf_test_reports_every_failure_as_an_error_message_line() {
         assert!(!f[0].1.trim().is_empty(), "{game} {seconds}: {text}");
     }
 }
+
+/// A game the compiler cannot ground (its state list grows every turn in the
+/// over-approximation) is still benchmarked, by the reference evaluator, and perf-test plays it
+/// on that engine; both say so. The game ends after its one move with goal 100.
+#[test]
+fn bench_and_perf_test_fall_back_to_the_reference_when_the_game_does_not_compile() {
+    let game = "tests/gdl/top_down_list_helper.kif";
+    let (code, out, err) = propjet(&["bench", game, "--seconds", "0.2"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        out.contains("not compiled") && out.contains("term_depth"),
+        "{out}"
+    );
+    let (rollouts, depth) = row(&out, "reference").unwrap_or_else(|| panic!("no reference row:\n{out}"));
+    assert!(rollouts > 0, "{out}");
+    assert!(
+        (depth - 1.0).abs() < 1e-9,
+        "every rollout is one move long:\n{out}"
+    );
+    assert!(
+        row(&out, "interp").is_none(),
+        "no compiled engine can run:\n{out}"
+    );
+    assert!(out.contains("check: seeded rollouts"), "{out}");
+
+    let dir = scratch("perf-reference");
+    let file = dir.join("result.txt");
+    let (code, stdout, err) = propjet(&["perf-test", game, file.to_str().expect("UTF-8"), "0.2"]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{err}");
+    let text = std::fs::read_to_string(&file).expect("the result file is written");
+    let f = fields(&text);
+    let value = |key: &str| f.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+    assert!(
+        value("version").is_some_and(|v| v.contains("reference")),
+        "{text}"
+    );
+    let rollouts: u64 = value("numRollouts")
+        .and_then(|v| v.parse().ok())
+        .expect("a count");
+    let states: u64 = value("numStateChanges")
+        .and_then(|v| v.parse().ok())
+        .expect("a count");
+    assert!(rollouts > 0 && states == rollouts, "{text}");
+}

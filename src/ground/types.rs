@@ -187,7 +187,8 @@ impl Grounded {
 pub struct GroundLimits {
     /// Ground atoms of all relations together, static ones included.
     pub max_atoms: usize,
-    /// Ground rules produced by instantiation.
+    /// Ground rules produced by instantiation. The default leaves room for chess, the largest
+    /// corpus game, at about 11 million.
     pub max_rules: usize,
     /// Total body literals over all ground rules.
     pub max_literals: usize,
@@ -199,7 +200,7 @@ impl Default for GroundLimits {
     fn default() -> Self {
         GroundLimits {
             max_atoms: 4_000_000,
-            max_rules: 4_000_000,
+            max_rules: 16_000_000,
             max_literals: 40_000_000,
             max_time: Duration::from_secs(120),
         }
