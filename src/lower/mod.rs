@@ -7,16 +7,19 @@
 //! gate is lowered the same way, on `u64` lane words (64 states per call) and, where the ISA has
 //! them, on 128-bit vectors (128 states per call):
 //!
-//! 1. load each operand's slot from the value array;
+//! 1. load each operand's slot from the value array, unless an earlier gate of the chunk left
+//!    the value in a register;
 //! 2. combine them with bitwise operations: an AND gate is `AND(positives) & !OR(negated)`, an
-//!    OR gate is `OR(positives) | !AND(negated)`, so a gate costs at most one negation;
+//!    OR gate is `OR(positives) | !AND(negated)`, so a gate costs at most one negation; long
+//!    groups are folded into several accumulators so that they are not one long chain;
 //! 3. store the result into the gate's slot.
 //!
-//! Values never stay in SSA form across gates, and Cranelift's alias analysis is off, so each
-//! load reads memory. Keeping values in registers across gates made register allocation
-//! superlinear (a 10k-gate function took seconds) and the code no faster; this form compiles in
-//! time linear in the gates. Entries larger than [`Options::chunk_cost`] are split into several
-//! functions so that compile memory stays small too.
+//! Cranelift's alias analysis is off, so each load reads memory. Keeping every value in SSA
+//! form across gates made register allocation superlinear (a 10k-gate function took seconds);
+//! `gates.rs` keeps at most [`Options::keep`] values in registers across gates (those read
+//! again soonest), which bounds the register pressure, so compile time stays linear in the
+//! gates. Entries larger than [`Options::chunk_cost`] are split into several functions so that
+//! compile memory stays small too.
 //!
 //! On x86-64 hosts the same functions can be written by a direct generator instead (`x64.rs`,
 //! chosen by [`Backend::X64`] or [`Backend::Auto`]) without going through Cranelift: they are
