@@ -120,16 +120,18 @@ proptest! {
 
     /// Random programs of every shape, with chunk budgets from one gate per function to
     /// everything in one, from the host's default code generator (the direct one on x86-64)
-    /// and from Cranelift.
+    /// and from Cranelift, which keeps no value in registers across gates, one, the default
+    /// number, or more than the registers (so that the register allocator spills).
     #[test]
     fn native_agrees_with_the_interpreter_on_random_programs(
         shape in shape(),
         seed: u64,
         chunk_cost in prop_oneof![Just(1usize), 2usize..40, Just(16_384usize)],
         backend in prop_oneof![Just(Backend::Auto), Just(Backend::Cranelift)],
+        keep in prop_oneof![Just(0usize), Just(1), Just(Options::default().keep), Just(40)],
     ) {
         let program = random_program(&shape, seed);
-        let options = Options { backend, ..options(chunk_cost) };
+        let options = Options { backend, keep, ..options(chunk_cost) };
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     }

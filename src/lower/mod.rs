@@ -7,16 +7,19 @@
 //! gate is lowered the same way, on `u64` lane words (64 states per call) and, where the ISA has
 //! them, on 128-bit vectors (128 states per call):
 //!
-//! 1. load each operand's slot from the value array;
+//! 1. load each operand's slot from the value array, unless an earlier gate of the chunk left
+//!    the value in a register;
 //! 2. combine them with bitwise operations: an AND gate is `AND(positives) & !OR(negated)`, an
-//!    OR gate is `OR(positives) | !AND(negated)`, so a gate costs at most one negation;
+//!    OR gate is `OR(positives) | !AND(negated)`, so a gate costs at most one negation; long
+//!    groups are folded into several accumulators so that they are not one long chain;
 //! 3. store the result into the gate's slot.
 //!
-//! Values never stay in SSA form across gates, and Cranelift's alias analysis is off, so each
-//! load reads memory. Keeping values in registers across gates made register allocation
-//! superlinear (a 10k-gate function took seconds) and the code no faster; this form compiles in
-//! time linear in the gates. Entries larger than [`Options::chunk_cost`] are split into several
-//! functions so that compile memory stays small too.
+//! Cranelift's alias analysis is off, so each load reads memory. Keeping every value in SSA
+//! form across gates made register allocation superlinear (a 10k-gate function took seconds);
+//! `gates.rs` keeps at most [`Options::keep`] values in registers across gates (those read
+//! again soonest), which bounds the register pressure, so compile time stays linear in the
+//! gates. Entries larger than [`Options::chunk_cost`] are split into several functions so that
+//! compile memory stays small too.
 //!
 //! On x86-64 hosts the same functions can be written by a direct generator instead (`x64.rs`,
 //! chosen by [`Backend::X64`] or [`Backend::Auto`]) without going through Cranelift: they are
@@ -43,6 +46,7 @@ use propjet_runtime::{
     Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Program, ProgramError, Width,
 };
 
+mod gates;
 mod x64;
 
 /// Which code generator writes the machine code.
@@ -89,6 +93,11 @@ pub struct Options {
     pub threads: usize,
     /// The code generator.
     pub backend: Backend,
+    /// The most lane values Cranelift's code keeps in registers from one gate to later ones
+    /// (values read again soon: an operand or a gate's result), so that reading them again
+    /// needs no load. Zero keeps none; more than the registers of the ISA makes Cranelift spill.
+    /// The direct generator ignores it (it keeps each gate's result in a ring of registers).
+    pub keep: usize,
 }
 
 impl Default for Options {
@@ -101,6 +110,7 @@ impl Default for Options {
             max_gates: 4_000_000,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
             backend: Backend::Cranelift,
+            keep: 8,
         }
     }
 }
@@ -198,7 +208,14 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
     let x128 = options.x128 && (backend == Backend::X64 || supports_x128(&isas.speed));
     let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
     let plan = Plan::new(&program, options.chunk_cost, widths);
-    let compiled = compile_parallel(&isas, &program, &plan, options.threads.max(1), backend)?;
+    let compiled = compile_parallel(
+        &isas,
+        &program,
+        &plan,
+        options.threads.max(1),
+        backend,
+        options.keep,
+    )?;
     let mut module = JITModule::new(JITBuilder::with_isa(isas.speed, default_libcall_names()));
     let defined = define(&mut module, &plan, compiled, x128).and_then(|(chunks, code_bytes)| {
         module
@@ -263,19 +280,14 @@ pub fn engine(program: impl Into<Arc<Program>>, options: &Options) -> Result<Eng
     }
 }
 
-/// The host ISA, optimizing or not, and the two ISAs a lowering uses.
-///
-/// Cranelift's optimizer (`opt_level=speed`) makes the code of ordinary gates smaller and faster
-/// (it keeps some just-stored gate values in registers), but on functions holding gates of very
-/// wide fan-in it takes superlinear time: a chunk of 95 gates with 3800 operands took 200 ms
-/// optimized and 10 ms not. Such chunks are compiled without it; see [`WIDE_FANIN`].
+/// The two ISAs a lowering uses: `speed` (Cranelift's optimizer on) for the module and the
+/// vector probe, `plain` (optimizer off) for every chunk, whose instructions `gates::emit`
+/// already orders as they should run. The optimizer also took superlinear time on chunks of
+/// very wide gates (95 gates with 3800 operands: 200 ms optimized, 10 ms not).
 struct Isas {
     speed: OwnedTargetIsa,
     plain: OwnedTargetIsa,
 }
-
-/// A chunk holding a gate of more operands than this is compiled without Cranelift's optimizer.
-const WIDE_FANIN: u32 = 64;
 
 /// Whether the direct x86-64 generator can write code for `isa`: an x86-64 target whose C
 /// calling convention passes the first argument in `rdi`.
@@ -425,6 +437,7 @@ fn compile_parallel(
     plan: &Plan,
     threads: usize,
     backend: Backend,
+    keep: usize,
 ) -> Result<Vec<CompiledChunk>, LowerError> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
@@ -441,7 +454,7 @@ fn compile_parallel(
                     alignment: 16,
                 })
             } else {
-                compile_job(isas, &mut ctx, &mut fctx, program, job)
+                compile_job(isas, &mut ctx, &mut fctx, program, job, keep)
             };
             let result = result.map_err(|message| LowerError::Codegen {
                 what: format!(
@@ -491,22 +504,21 @@ fn compile_job(
     fctx: &mut FunctionBuilderContext,
     program: &Program,
     job: &Job,
+    keep: usize,
 ) -> Result<CompiledChunk, String> {
-    let wide = job
-        .gates
-        .iter()
-        .any(|&g| program.gates[g as usize].len > WIDE_FANIN);
-    let isa = if wide { &isas.plain } else { &isas.speed };
+    // Every chunk is compiled without Cranelift's optimizer: `gates::emit` already places
+    // each instruction where it should run, and the optimizer would move every operation of a
+    // gate after all of its loads, which keeps the loaded values live across the gate (spills
+    // on wide gates) and stops loads from becoming memory operands (see `doc/native.md`).
+    let isa = &isas.plain;
+    let shape = gates::Shape {
+        keep,
+        accumulators: gates::ACCUMULATORS,
+    };
     ctx.clear();
     ctx.func.signature = chunk_signature(&**isa);
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
-        for &g in &job.gates {
-            let g = g as usize;
-            // The program validated, so every gate's operand run is in bounds.
-            let operands = program.gate_operands(g).unwrap_or(&[]);
-            let v = gate_value(b, base, job.width, program.gates[g].op, operands);
-            store(b, base, job.width, program.gate_slot(g), v);
-        }
+        gates::emit(b, base, job.width, program, &job.gates, shape);
     });
     let code = ctx
         .compile(&**isa, &mut Default::default())
@@ -633,12 +645,9 @@ fn constant(b: &mut FunctionBuilder, width: Width, bit: bool) -> Value {
     }
 }
 
-/// Emits the loads and bitwise operations of one gate and returns its value.
-///
-/// With `P` the positive and `N` the negated operands (read as their slots), an AND gate is
-/// `AND(P) & !OR(N)` and an OR gate is `OR(P) | !AND(N)` (De Morgan), so whatever the signs the
-/// gate costs its loads, one operation per further operand and at most one negation, which
-/// `band_not`/`bor_not` fold into the last operation when both groups are present.
+/// Emits the loads and bitwise operations of one gate, one chain per operand group and
+/// nothing kept, and returns its value: the plain form the vector probe ([`supports_x128`])
+/// tries; chunks are emitted by `gates::emit`.
 fn gate_value(b: &mut FunctionBuilder, base: Value, width: Width, op: Op, operands: &[Lit]) -> Value {
     let mut positive: Option<Value> = None;
     let mut negated: Option<Value> = None;
@@ -657,16 +666,7 @@ fn gate_value(b: &mut FunctionBuilder, base: Value, width: Width, op: Op, operan
             Some(a) => b.ins().bor(a, v),
         });
     }
-    match (positive, negated) {
-        // AND() is true and OR() false.
-        (None, None) => constant(b, width, op == Op::And),
-        (Some(p), None) => p,
-        (None, Some(n)) => b.ins().bnot(n),
-        (Some(p), Some(n)) => match op {
-            Op::And => b.ins().band_not(p, n),
-            Op::Or => b.ins().bor_not(p, n),
-        },
-    }
+    gates::combine(b, width, op, positive, negated)
 }
 
 #[cfg(test)]

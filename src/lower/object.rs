@@ -142,7 +142,14 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
     let x128 = options.x128 && supports_x128(&isas.speed);
     let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
     let plan = Plan::new(program, options.chunk_cost, widths);
-    let compiled = compile_parallel(&isas, program, &plan, options.threads.max(1), Backend::Cranelift)?;
+    let compiled = compile_parallel(
+        &isas,
+        program,
+        &plan,
+        options.threads.max(1),
+        Backend::Cranelift,
+        options.keep,
+    )?;
 
     let write = |e: ModuleError| ObjectError::Write(e.to_string());
     let builder = ObjectBuilder::new(isas.speed, "propjet", default_libcall_names()).map_err(write)?;
