@@ -329,13 +329,16 @@ fn group_names(net: &Propnet, group_of_base: &[Option<u32>], gs: &[u32]) -> Vec<
 }
 
 /// Checks the conditions on `net`, joining components that a condition couples, and builds the
-/// factors when at least two remain. `comp` is the component of each base.
+/// factors when at least two remain. `comp` is the component of each base; `inert` says, for
+/// each base, whether it keeps its initial value in every reachable state, and is asked for
+/// only when the conditions hold for two candidates or more (a proof over the whole net, which
+/// games of one component never need).
 pub fn factor(
     net: &Propnet,
     cones: &Cones,
     comp: &[Option<usize>],
     ncomp: usize,
-    inert: &[bool],
+    inert: &dyn Fn() -> Vec<bool>,
 ) -> Result<Factoring, Vec<Obstacle>> {
     if ncomp == 0 {
         return Err(vec![Obstacle::NoActionDependentState]);
@@ -350,6 +353,7 @@ pub fn factor(
     let sets = move_sets(net, cones);
     let mut contents = Contents::default();
     let mut uf = UnionFind::new(ncomp);
+    let mut inert_bases: Option<Vec<bool>> = None;
     let round = loop {
         let mut number = vec![None; ncomp];
         let mut groups = 0u32;
@@ -644,6 +648,7 @@ pub fn factor(
         // whose bases all keep their initial values forever (proven inductively), is no
         // sub-game: it joins the first one that is. Joining keeps every condition.
         let mut changes = vec![false; groups];
+        let inert = inert_bases.get_or_insert_with(inert);
         for (b, g) in group_of_base.iter().enumerate() {
             if let Some(g) = g {
                 changes[*g as usize] |= !inert[b];
@@ -752,7 +757,11 @@ struct Copier<'a> {
     net: &'a Propnet,
     cones: &'a Cones,
     nodes: Vec<Node>,
-    memo: HashMap<NodeId, NodeId>,
+    /// The copy of each whole-net node copied so far (`u32::MAX` for none): a dense table,
+    /// since a factor copies a good part of a net that may have a million nodes.
+    memo: Vec<u32>,
+    /// The node made for each move set, so that a set read by many gates is built once.
+    replaced: HashMap<SetKey, NodeId>,
     base_index: HashMap<u32, u32>,
     /// The factor input of each whole input, for this factor (none for inputs of other roles'
     /// keys it has no view of).
@@ -765,6 +774,11 @@ impl Copier<'_> {
     fn push(&mut self, node: Node) -> NodeId {
         self.nodes.push(node);
         NodeId(self.nodes.len() as u32 - 1)
+    }
+
+    fn copied(&self, id: NodeId) -> Option<NodeId> {
+        let c = self.memo[id.index()];
+        (c != u32::MAX).then_some(NodeId(c))
     }
 
     fn input(&mut self, k: u32) -> NodeId {
@@ -781,7 +795,7 @@ impl Copier<'_> {
     fn copy(&mut self, root: NodeId) -> NodeId {
         let mut stack = vec![(root, false)];
         while let Some((id, expanded)) = stack.pop() {
-            if self.memo.contains_key(&id) {
+            if self.copied(id).is_some() {
                 continue;
             }
             let i = id.index();
@@ -790,14 +804,14 @@ impl Copier<'_> {
                     unreachable!("boundary nodes have move sets");
                 };
                 let new = self.replace(&set.clone());
-                self.memo.insert(id, new);
+                self.memo[i] = new.0;
                 continue;
             }
             let node = &self.net.nodes[i];
             if !expanded && node.is_gate() {
                 stack.push((id, true));
                 for op in node.operands() {
-                    if !self.memo.contains_key(op) && !self.cones.is_move_level(op.index()) {
+                    if self.copied(*op).is_none() && !self.cones.is_move_level(op.index()) {
                         stack.push((*op, false));
                     }
                 }
@@ -807,7 +821,7 @@ impl Copier<'_> {
                 Node::Const(c) => Node::Const(*c),
                 Node::Base(b) => Node::Base(self.base_index[b]),
                 Node::Input(_) => unreachable!("inputs are move-level"),
-                Node::Not(x) => Node::Not(self.memo[x]),
+                Node::Not(x) => Node::Not(NodeId(self.memo[x.index()])),
                 Node::And(ops) | Node::Or(ops) => {
                     // The move-level operands are replaced as the analysis saw them: combined
                     // under the gate's operator where that is a move set, else one by one.
@@ -815,7 +829,7 @@ impl Copier<'_> {
                     let mut new_ops: Vec<NodeId> = ops
                         .iter()
                         .filter(|o| !self.cones.is_move_level(o.index()))
-                        .map(|o| self.memo[o])
+                        .map(|o| NodeId(self.memo[o.index()]))
                         .collect();
                     for set in found {
                         new_ops.push(self.replace(&set));
@@ -828,14 +842,18 @@ impl Copier<'_> {
                 }
             };
             let new = self.push(new);
-            self.memo.insert(id, new);
+            self.memo[i] = new.0;
         }
-        self.memo[&root]
+        NodeId(self.memo[root.index()])
     }
 
     /// A node computing move set `set` from the factor's inputs: per constrained role the or of
     /// the factor inputs standing for its moves in the set, then the or (or the and) of those.
     fn replace(&mut self, set: &MoveSet) -> NodeId {
+        let key: SetKey = (set.all, set.sets.clone());
+        if let Some(&id) = self.replaced.get(&key) {
+            return id;
+        }
         let mut per_role: Vec<NodeId> = Vec::new();
         for xs in role_inputs(self.net, set) {
             let mut ks: Vec<u32> = xs.into_iter().filter_map(|x| self.input_of[x]).collect();
@@ -844,11 +862,13 @@ impl Copier<'_> {
             let ops: Vec<NodeId> = ks.into_iter().map(|k| self.input(k)).collect();
             per_role.push(self.push(Node::Or(ops)));
         }
-        if set.all {
+        let id = if set.all {
             self.push(Node::And(per_role))
         } else {
             self.push(Node::Or(per_role))
-        }
+        };
+        self.replaced.insert(key, id);
+        id
     }
 
     fn and(&mut self, parts: &[NodeId]) -> NodeId {
@@ -934,15 +954,16 @@ impl Sx {
 
 /// A name for a factor move: the common shape of the whole inputs it stands for, with `_`
 /// where they differ (the parts that concern other factors), such as `(mark 1 1 _ _)`.
-fn key_name(net: &Propnet, whole: &[usize]) -> String {
+/// `parsed` holds each whole input's name as a term, parsed once for all factors.
+fn key_name(net: &Propnet, parsed: &[Option<Sx>], whole: &[usize]) -> String {
     let mut shape: Option<Sx> = None;
     for &x in whole {
-        let Some(t) = Sx::parse(&net.inputs[x].name) else {
+        let Some(t) = &parsed[x] else {
             return net.inputs[x].name.clone();
         };
         shape = Some(match shape {
-            None => t,
-            Some(s) => s.merge(&t),
+            None => t.clone(),
+            Some(s) => s.merge(t),
         });
     }
     shape.map_or_else(|| "idle".to_string(), |s| s.text())
@@ -972,6 +993,7 @@ fn build(
         .map(|g| relation(net, &reach, g.node, &mut atoms, &mut atom_of, &mut budget))
         .collect::<Result<Vec<_>, _>>()?;
 
+    let parsed: Vec<Option<Sx>> = net.inputs.iter().map(|i| Sx::parse(&i.name)).collect();
     let mut factors = Vec::with_capacity(groups);
     let mut move_map: Vec<Vec<u32>> = vec![Vec::with_capacity(groups); net.inputs.len()];
     for g in 0..groups {
@@ -1001,7 +1023,7 @@ fn build(
                 let k = keys[x][g];
                 let f = *key_input.entry(k).or_insert_with(|| {
                     let key = &key_list[g][k as usize];
-                    let mut name = key_name(net, &by_key[&k]);
+                    let mut name = key_name(net, &parsed, &by_key[&k]);
                     let seen = names.entry(name.clone()).or_insert(0);
                     *seen += 1;
                     if *seen > 1 {
@@ -1035,7 +1057,8 @@ fn build(
             net,
             cones,
             nodes: Vec::new(),
-            memo: HashMap::new(),
+            memo: vec![u32::MAX; net.nodes.len()],
+            replaced: HashMap::new(),
             base_index,
             input_of: input_of.clone(),
             sets,

@@ -303,12 +303,18 @@ pub struct Analysis {
 /// Analyses `net`.
 pub fn analyze(net: &Propnet) -> Analysis {
     let clock = Instant::now();
-    let readers = deps::Readers::of(net);
-    let cones = deps::Cones::of(net, &readers);
-    let latches = latch::single_latches(net, &readers, &cones);
+    let graph = deps::Graph::of(net);
+    let cones = deps::Cones::of(net, &graph);
+    let core = latch::Core::of(net, &graph);
+    let latches = latch::single_latches(&core);
     let (comp, ncomp) = deps::components(net, &cones);
     let init: Vec<Option<bool>> = net.bases.iter().map(|b| Some(b.init)).collect();
-    let inert: Vec<bool> = latch::inductive(net, &init).iter().map(Option::is_some).collect();
+    let inert = || -> Vec<bool> {
+        latch::inductive_in(&core, &init)
+            .iter()
+            .map(Option::is_some)
+            .collect()
+    };
     let factoring = factor::factor(net, &cones, &comp, ncomp, &inert);
     Analysis {
         action_dependent: cones.action_dependent.clone(),

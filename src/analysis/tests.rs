@@ -1,7 +1,7 @@
 //! Unit tests of the analysis on small nets built by hand.
 
-use super::deps::{components, Cones, Readers};
-use super::latch::{inductive, single_latches};
+use super::deps::{components, Cones, Graph};
+use super::latch::{inductive, single_latches, Core};
 use super::{analyze, Obstacle, Relation};
 use crate::net::{BaseProp, InputProp, Node, NodeId, Propnet};
 use propjet_runtime::RoleIdx;
@@ -39,9 +39,7 @@ fn net(nodes: Vec<Node>, bases: &[(&str, u32)], inputs: &[&str]) -> Propnet {
 }
 
 fn latches_of(net: &Propnet) -> (Vec<u32>, Vec<u32>) {
-    let readers = Readers::of(net);
-    let cones = Cones::of(net, &readers);
-    let l = single_latches(net, &readers, &cones);
+    let l = single_latches(&Core::of(net, &Graph::of(net)));
     (l.positive, l.negative)
 }
 
@@ -139,8 +137,7 @@ fn independent_bases_form_components_and_a_counter_is_shared() {
         &[("x", 5), ("y", 6), ("c", 7)],
         &["a", "b"],
     );
-    let readers = Readers::of(&n);
-    let cones = Cones::of(&n, &readers);
+    let cones = Cones::of(&n, &Graph::of(&n));
     assert_eq!(cones.action_dependent, vec![true, true, false]);
     let (comp, count) = components(&n, &cones);
     assert_eq!(count, 2);
