@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The time limit for the games expected to fail: the default would stop those that run into
-/// the time limit too, after two minutes each; a shorter one keeps the test fast.
+/// the time limit too, after five minutes each; a shorter one keeps the test fast.
 const FAILURE_TIME: Duration = Duration::from_secs(15);
 
 /// Grounds one game: `Ok` when it grounds into a program that keeps the invariants, or fails

@@ -192,7 +192,8 @@ pub struct GroundLimits {
     pub max_rules: usize,
     /// Total body literals over all ground rules.
     pub max_literals: usize,
-    /// Wall-clock time for the whole grounding.
+    /// Wall-clock time for the whole grounding. The default, five minutes, lets chess ground
+    /// on a busy machine (about a minute alone, four with three other builds running).
     pub max_time: Duration,
 }
 
@@ -202,7 +203,7 @@ impl Default for GroundLimits {
             max_atoms: 4_000_000,
             max_rules: 16_000_000,
             max_literals: 40_000_000,
-            max_time: Duration::from_secs(120),
+            max_time: Duration::from_secs(300),
         }
     }
 }
