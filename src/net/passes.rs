@@ -23,6 +23,13 @@ pub enum Pass {
     /// Exactly one input of each role holds in every joint move, so an or over more than half
     /// of a role's inputs is the negation of the or over the others.
     ExclusiveInputs,
+    /// Merges gates that are equal up to De Morgan's laws (`¬a ∧ ¬b` and `¬(a ∨ b)`), and
+    /// flattens an and into the and that alone reads it (and an or into an or).
+    Flatten,
+    /// Chooses for each gate whether the net computes it, or its negation as the dual gate over
+    /// the negated operands, so that as few nodes as possible are read negated: each costs a
+    /// `not`.
+    Polarity,
     /// Removes inputs whose legal is constantly false and bases that can never change (their
     /// next is themselves, or the constant they start with).
     Propositions,
@@ -38,6 +45,8 @@ impl fmt::Display for Pass {
             Pass::Merge => "merge",
             Pass::Factor => "factor",
             Pass::ExclusiveInputs => "exclusive inputs",
+            Pass::Flatten => "flatten",
+            Pass::Polarity => "polarity",
             Pass::Propositions => "propositions",
             Pass::DeadNodes => "dead nodes",
         })
@@ -72,6 +81,8 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
             Pass::Factor,
             Pass::ExclusiveInputs,
             Pass::Propositions,
+            Pass::Flatten,
+            Pass::Polarity,
             Pass::DeadNodes,
         ] {
             let start = Instant::now();
@@ -114,6 +125,8 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
             exclusive: true,
             ..Flags::default()
         },
+        Pass::Flatten => return super::signed::merge_signed(net, true),
+        Pass::Polarity => return super::signed::polarity(net),
         Pass::Propositions => return propositions(net),
         Pass::DeadNodes => return dead_nodes(net),
     };
