@@ -172,6 +172,15 @@ fn references(arena: &Arena, outputs: &Outputs) -> Vec<u32> {
 /// over the operands of an and that it reads unnegated and that nothing else reads.
 fn rebuild(old: &Arena, outputs: &Outputs, flatten: bool) -> (Arena, Outputs) {
     let refs = references(old, outputs);
+    // How many times live ands read each node unnegated.
+    let mut unnegated = vec![0u32; old.nodes.len()];
+    for (n, node) in old.nodes.iter().enumerate() {
+        if let (SNode::And(ops), true) = (node, refs[n] > 0) {
+            for &l in ops.iter().filter(|&&l| !negated(l)) {
+                unnegated[node_of(l)] += 1;
+            }
+        }
+    }
     let mut arena = Arena::new(old.nodes.len());
     let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
     for (n, node) in old.nodes.iter().enumerate() {
@@ -183,9 +192,17 @@ fn rebuild(old: &Arena, outputs: &Outputs, flatten: bool) -> (Arena, Outputs) {
             SNode::And(ops) => {
                 let mut new_ops = Vec::with_capacity(ops.len());
                 for &l in ops {
-                    let m = map[node_of(l)] ^ (l & 1);
-                    let inner = if flatten && !negated(m) && refs[node_of(l)] == 1 {
-                        arena.ops(m)
+                    let x = node_of(l);
+                    let m = map[x] ^ (l & 1);
+                    let inner = if flatten && !negated(m) && unnegated[x] == refs[x] {
+                        // Every reader of `x` is an and that reads it unnegated, so `x` dies
+                        // if each of its `k` readers takes its `n` operands: one gate less,
+                        // and `k (n - 1) - n` operands more, which is taken when it is at
+                        // most one (always, for a single reader).
+                        arena.ops(m).filter(|inner| {
+                            let (k, n) = (refs[x] as usize, inner.len());
+                            k * (n - 1) <= n + 1
+                        })
                     } else {
                         None
                     };
