@@ -23,12 +23,11 @@ pub enum Pass {
     /// Exactly one input of each role holds in every joint move, so an or over more than half
     /// of a role's inputs is the negation of the or over the others.
     ExclusiveInputs,
-    /// Merges gates that are equal up to De Morgan's laws (`¬a ∧ ¬b` and `¬(a ∨ b)`), and
-    /// flattens an and into the and that alone reads it (and an or into an or).
-    Flatten,
-    /// Chooses for each gate whether the net computes it, or its negation as the dual gate over
-    /// the negated operands, so that as few nodes as possible are read negated: each costs a
-    /// `not`.
+    /// Rewrites the net as ands over signed operands and back: gates equal up to De Morgan's
+    /// laws (`¬a ∧ ¬b` and `¬(a ∨ b)`) become one, an and that only ands read hands them its
+    /// operands where that saves a gate, and each gate is computed as itself or as its negation
+    /// (the dual gate over the negated operands), whichever leaves fewer nodes read negated:
+    /// each of those costs a `not`.
     Polarity,
     /// Removes inputs whose legal is constantly false and bases that can never change (their
     /// next is themselves, or the constant they start with).
@@ -45,7 +44,6 @@ impl fmt::Display for Pass {
             Pass::Merge => "merge",
             Pass::Factor => "factor",
             Pass::ExclusiveInputs => "exclusive inputs",
-            Pass::Flatten => "flatten",
             Pass::Polarity => "polarity",
             Pass::Propositions => "propositions",
             Pass::DeadNodes => "dead nodes",
@@ -81,7 +79,6 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
             Pass::Factor,
             Pass::ExclusiveInputs,
             Pass::Propositions,
-            Pass::Flatten,
             Pass::Polarity,
             Pass::DeadNodes,
         ] {
@@ -125,8 +122,7 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
             exclusive: true,
             ..Flags::default()
         },
-        Pass::Flatten => return super::signed::merge_signed(net, true),
-        Pass::Polarity => return super::signed::polarity(net),
+        Pass::Polarity => return super::signed::signs(net),
         Pass::Propositions => return propositions(net),
         Pass::DeadNodes => return dead_nodes(net),
     };

@@ -1,15 +1,17 @@
 //! Signed gates: the net as ands over signed operands, then a choice of sign for each gate.
 //!
 //! In the ordered program a negation costs nothing (it flips the sign of a literal), but in the
-//! net it is a `not` node, a component like any other. These passes rewrite the net as ands
+//! net it is a `not` node, a component like any other. This pass rewrites the net as ands
 //! whose operands may be negated, an or being the negated and of its negated operands. In that
-//! form gates that are equal up to De Morgan's laws are one gate, and an and that reads an and
-//! no one else reads can take over its operands (flattening). Then each gate is given a sign:
-//! the net computes either the and or its negation, the or of the negated operands, whichever
-//! leaves fewer nodes that some reader needs negated, since each of those costs one `not`.
+//! form gates that are equal up to De Morgan's laws are one gate, and an and that only ands
+//! read can hand its operands to its readers and go (flattening). Then each gate is given a
+//! sign: the net computes either the and or its negation, the or of the negated operands,
+//! whichever leaves fewer nodes that some reader needs negated, since each of those costs one
+//! `not`.
 
 use super::{GoalProp, Node, NodeId, Propnet};
 use rustc_hash::FxHashMap;
+use std::ops::Range;
 
 /// A signed reference to a node of an [`Arena`]: `node << 1 | negated`.
 type Lit = u32;
@@ -28,34 +30,45 @@ fn negated(l: Lit) -> bool {
 }
 
 /// A node of the signed net.
+#[derive(Clone)]
 enum SNode {
-    /// The constant false, a base or an input.
+    /// The constant false, a base or an input (a [`Node`] that is not a gate).
     Leaf(Node),
-    /// The and of its operands, sorted, without duplicates, constants or complementary pairs.
-    And(Vec<Lit>),
+    /// The and of the operands in this range of [`Arena::ops`].
+    And(Range<u32>),
 }
 
-/// An arena of signed nodes, operands before readers, with hash-consed ands.
+/// An arena of signed nodes, operands before readers, the operands of all ands in one
+/// vector.
 struct Arena {
     nodes: Vec<SNode>,
+    ops: Vec<Lit>,
     /// Whether each and was written as an or, the sign it starts with when signs are chosen.
     or_hint: Vec<bool>,
     leaves: FxHashMap<Node, u32>,
-    /// Ands by the hash of their operands. A collision between different ands only loses a
-    /// merge.
+    /// Ands by the hash of their operands, when merging. A collision between different ands
+    /// only loses a merge.
     ands: FxHashMap<u64, u32>,
+    merge: bool,
 }
 
 impl Arena {
-    fn new(capacity: usize) -> Arena {
-        let mut nodes = Vec::with_capacity(capacity);
-        nodes.push(SNode::Leaf(Node::Const(false)));
-        Arena {
-            nodes,
-            or_hint: vec![false],
+    fn new(nodes: usize, ops: usize, merge: bool) -> Arena {
+        let mut arena = Arena {
+            nodes: Vec::with_capacity(nodes),
+            ops: Vec::with_capacity(ops),
+            or_hint: Vec::with_capacity(nodes),
             leaves: FxHashMap::default(),
-            ands: FxHashMap::default(),
-        }
+            ands: if merge {
+                FxHashMap::with_capacity_and_hasher(nodes, Default::default())
+            } else {
+                FxHashMap::default()
+            },
+            merge,
+        };
+        arena.nodes.push(SNode::Leaf(Node::Const(false)));
+        arena.or_hint.push(false);
+        arena
     }
 
     fn push(&mut self, node: SNode, or_hint: bool) -> Lit {
@@ -65,54 +78,81 @@ impl Arena {
         id << 1
     }
 
-    fn leaf(&mut self, node: Node) -> Lit {
+    fn leaf(&mut self, node: &Node) -> Lit {
         match node {
-            Node::Const(b) => FALSE ^ b as Lit,
+            Node::Const(b) => FALSE ^ *b as Lit,
             node => {
-                if let Some(&id) = self.leaves.get(&node) {
+                if let Some(&id) = self.leaves.get(node) {
                     return id << 1;
                 }
                 let lit = self.push(SNode::Leaf(node.clone()), false);
-                self.leaves.insert(node, lit >> 1);
+                self.leaves.insert(node.clone(), lit >> 1);
                 lit
             }
         }
     }
 
-    /// The and of `ops`, folded and shared.
-    fn and(&mut self, mut ops: Vec<Lit>, or_hint: bool) -> Lit {
-        ops.sort_unstable();
-        ops.dedup();
-        if ops.first() == Some(&FALSE) {
-            return FALSE;
-        }
-        ops.retain(|&l| l != TRUE);
-        // Sorted, `x` and `¬x` are neighbours, and their and is false.
-        if ops.windows(2).any(|w| w[0] ^ 1 == w[1]) {
-            return FALSE;
-        }
-        match ops.len() {
-            0 => return TRUE,
-            1 => return ops[0],
-            _ => {}
-        }
-        let key = fx_hash(&ops);
-        if let Some(&id) = self.ands.get(&key) {
-            if matches!(&self.nodes[id as usize], SNode::And(found) if *found == ops) {
-                return id << 1;
-            }
-            return self.push(SNode::And(ops), or_hint);
-        }
-        let lit = self.push(SNode::And(ops), or_hint);
-        self.ands.insert(key, lit >> 1);
-        lit
-    }
-
-    fn ops(&self, lit: Lit) -> Option<&[Lit]> {
+    /// The operands of the and `lit` points to, or `None` for a leaf.
+    fn and_ops(&self, lit: Lit) -> Option<&[Lit]> {
         match &self.nodes[node_of(lit)] {
-            SNode::And(ops) => Some(ops),
+            SNode::And(r) => Some(&self.ops[r.start as usize..r.end as usize]),
             SNode::Leaf(_) => None,
         }
+    }
+
+    /// The and of the operands pushed onto `self.ops` from `start` on, folded and, when
+    /// merging, shared.
+    fn and_from(&mut self, start: usize, or_hint: bool) -> Lit {
+        let ops = &mut self.ops[start..];
+        ops.sort_unstable();
+        let mut len = 0;
+        let mut falsum = false;
+        for i in 0..ops.len() {
+            let l = ops[i];
+            if l == TRUE || (len > 0 && ops[len - 1] == l) {
+                continue;
+            }
+            // Sorted, `x` and `¬x` are neighbours, and their and is false; so is an and that
+            // reads false, which sorts first.
+            if l == FALSE || (len > 0 && ops[len - 1] ^ 1 == l) {
+                falsum = true;
+                break;
+            }
+            ops[len] = l;
+            len += 1;
+        }
+        if falsum {
+            self.ops.truncate(start);
+            return FALSE;
+        }
+        self.ops.truncate(start + len);
+        match len {
+            0 => {
+                self.ops.truncate(start);
+                return TRUE;
+            }
+            1 => {
+                let l = self.ops[start];
+                self.ops.truncate(start);
+                return l;
+            }
+            _ => {}
+        }
+        let range = start as u32..(start + len) as u32;
+        if !self.merge {
+            return self.push(SNode::And(range), or_hint);
+        }
+        let key = fx_hash(&self.ops[start..]);
+        if let Some(&id) = self.ands.get(&key) {
+            if self.and_ops(id << 1) == Some(&self.ops[start..]) {
+                self.ops.truncate(start);
+                return id << 1;
+            }
+            return self.push(SNode::And(range), or_hint);
+        }
+        let lit = self.push(SNode::And(range), or_hint);
+        self.ands.insert(key, lit >> 1);
+        lit
     }
 }
 
@@ -128,16 +168,21 @@ struct Outputs {
     views: Vec<Option<Lit>>,
 }
 
-/// The signed form of `net`.
+/// The signed form of `net`, literally: no folding or merging beyond what the net has.
 fn to_signed(net: &Propnet) -> (Arena, Outputs) {
-    let mut arena = Arena::new(net.nodes.len());
+    let edges = net.nodes.iter().map(|n| n.operands().len()).sum();
+    let mut arena = Arena::new(net.nodes.len(), edges, true);
     let mut lit: Vec<Lit> = Vec::with_capacity(net.nodes.len());
     for node in &net.nodes {
         let l = match node {
             Node::Not(x) => lit[x.index()] ^ 1,
-            Node::And(ops) => arena.and(ops.iter().map(|o| lit[o.index()]).collect(), false),
-            Node::Or(ops) => arena.and(ops.iter().map(|o| lit[o.index()] ^ 1).collect(), true) ^ 1,
-            leaf => arena.leaf(leaf.clone()),
+            Node::And(ops) | Node::Or(ops) => {
+                let or = matches!(node, Node::Or(_));
+                let start = arena.ops.len();
+                arena.ops.extend(ops.iter().map(|o| lit[o.index()] ^ or as Lit));
+                arena.and_from(start, or) ^ or as Lit
+            }
+            leaf => arena.leaf(leaf),
         };
         lit.push(l);
     }
@@ -159,8 +204,8 @@ fn references(arena: &Arena, outputs: &Outputs) -> Vec<u32> {
         if refs[n] == 0 {
             continue;
         }
-        if let SNode::And(ops) = &arena.nodes[n] {
-            for &l in ops {
+        if let SNode::And(r) = &arena.nodes[n] {
+            for &l in &arena.ops[r.start as usize..r.end as usize] {
                 refs[node_of(l)] += 1;
             }
         }
@@ -168,112 +213,116 @@ fn references(arena: &Arena, outputs: &Outputs) -> Vec<u32> {
     refs
 }
 
-/// Rebuilds the signed net keeping only what the outputs need; with `flatten`, an and takes
-/// over the operands of an and that it reads unnegated and that nothing else reads.
-fn rebuild(old: &Arena, outputs: &Outputs, flatten: bool) -> (Arena, Outputs) {
+/// Rebuilds the signed net, merging equal ands and keeping only what the outputs need. An and
+/// that only ands read, unnegated, hands its operands to them and goes where that pays.
+fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
     let refs = references(old, outputs);
     // How many times live ands read each node unnegated.
     let mut unnegated = vec![0u32; old.nodes.len()];
     for (n, node) in old.nodes.iter().enumerate() {
-        if let (SNode::And(ops), true) = (node, refs[n] > 0) {
-            for &l in ops.iter().filter(|&&l| !negated(l)) {
-                unnegated[node_of(l)] += 1;
+        if let (SNode::And(r), true) = (node, refs[n] > 0) {
+            for &l in &old.ops[r.start as usize..r.end as usize] {
+                if !negated(l) {
+                    unnegated[node_of(l)] += 1;
+                }
             }
         }
     }
-    let mut arena = Arena::new(old.nodes.len());
+    let mut arena = Arena::new(old.nodes.len(), old.ops.len(), true);
     let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
     for (n, node) in old.nodes.iter().enumerate() {
         if refs[n] == 0 {
             continue;
         }
         map[n] = match node {
-            SNode::Leaf(leaf) => arena.leaf(leaf.clone()),
-            SNode::And(ops) => {
-                let mut new_ops = Vec::with_capacity(ops.len());
-                for &l in ops {
+            SNode::Leaf(leaf) => arena.leaf(leaf),
+            SNode::And(r) => {
+                let start = arena.ops.len();
+                for &l in &old.ops[r.start as usize..r.end as usize] {
                     let x = node_of(l);
                     let m = map[x] ^ (l & 1);
-                    let inner = if flatten && !negated(m) && unnegated[x] == refs[x] {
-                        // Every reader of `x` is an and that reads it unnegated, so `x` dies
-                        // if each of its `k` readers takes its `n` operands: one gate less,
-                        // and `k (n - 1) - n` operands more, which is taken when it is at
-                        // most one (always, for a single reader).
-                        arena.ops(m).filter(|inner| {
+                    // When every reader of `x` is an and that reads it unnegated, `x` dies if
+                    // each of its `k` readers takes its `n` operands: one gate less, and
+                    // `k (n - 1) - n` operands more, which is taken when it is at most one
+                    // (always, for a single reader).
+                    let inner = match arena.and_ops(m) {
+                        Some(inner) if !negated(m) && unnegated[x] == refs[x] => {
                             let (k, n) = (refs[x] as usize, inner.len());
-                            k * (n - 1) <= n + 1
-                        })
-                    } else {
-                        None
+                            (k * (n - 1) <= n + 1).then(|| {
+                                let r = node_range(&arena, m);
+                                r.start as usize..r.end as usize
+                            })
+                        }
+                        _ => None,
                     };
                     match inner {
-                        Some(inner) => new_ops.extend_from_slice(inner),
-                        None => new_ops.push(m),
+                        Some(inner) => arena.ops.extend_from_within(inner),
+                        None => arena.ops.push(m),
                     }
                 }
-                arena.and(new_ops, old.or_hint[n])
+                arena.and_from(start, old.or_hint[n])
             }
         };
     }
+    let new = |l: Lit| map[node_of(l)] ^ (l & 1);
     // A view whose node no output needs is not rebuilt, and loses its name.
     let views = outputs
         .views
         .iter()
-        .map(|&v| {
-            v.filter(|&l| refs[node_of(l)] > 0)
-                .map(|l| map[node_of(l)] ^ (l & 1))
-        })
+        .map(|&v| v.filter(|&l| refs[node_of(l)] > 0).map(new))
         .collect();
     let outputs = Outputs {
-        outputs: outputs
-            .outputs
-            .iter()
-            .map(|&l| map[node_of(l)] ^ (l & 1))
-            .collect(),
+        outputs: outputs.outputs.iter().map(|&l| new(l)).collect(),
         views,
     };
     (arena, outputs)
+}
+
+fn node_range(arena: &Arena, l: Lit) -> Range<u32> {
+    match &arena.nodes[node_of(l)] {
+        SNode::And(r) => r.clone(),
+        SNode::Leaf(_) => 0..0,
+    }
 }
 
 /// Chooses a sign for each and: `true` where the net should compute its negation as an or.
 /// Starting from the signs the gates were written with, flips one gate at a time while that
 /// lowers the number of nodes read negated, sweeping from the outputs back until a sweep
 /// changes nothing (or a few sweeps have run: each flip pays, so later sweeps gain little).
-fn choose_signs(arena: &Arena, outputs: &Outputs) -> Vec<bool> {
+fn choose_signs(arena: &Arena, refs: &[u32], outputs: &Outputs) -> Vec<bool> {
     const MAX_SWEEPS: usize = 8;
-    let refs = references(arena, outputs);
     let n = arena.nodes.len();
     let mut flip: Vec<bool> = arena.or_hint.clone();
     // How many readers need each node as it is stored (`plain`) and negated (`negs`).
     let mut plain = vec![0u32; n];
     let mut negs = vec![0u32; n];
-    let count = |plain: &mut [u32], negs: &mut [u32], x: usize, negative: bool, add: bool| {
-        let c = if negative { &mut negs[x] } else { &mut plain[x] };
-        if add {
-            *c += 1;
-        } else {
-            *c -= 1;
-        }
+    let ops_of = |m: usize| match &arena.nodes[m] {
+        SNode::And(r) if refs[m] > 0 => &arena.ops[r.start as usize..r.end as usize],
+        _ => &[],
     };
     for &l in &outputs.outputs {
         let x = node_of(l);
-        count(&mut plain, &mut negs, x, negated(l) ^ flip[x], true);
+        if negated(l) ^ flip[x] {
+            negs[x] += 1;
+        } else {
+            plain[x] += 1;
+        }
     }
-    for (m, node) in arena.nodes.iter().enumerate() {
-        if let (SNode::And(ops), true) = (node, refs[m] > 0) {
-            for &l in ops {
-                let x = node_of(l);
-                count(&mut plain, &mut negs, x, negated(l) ^ flip[m] ^ flip[x], true);
+    for m in 0..n {
+        for &l in ops_of(m) {
+            let x = node_of(l);
+            if negated(l) ^ flip[m] ^ flip[x] {
+                negs[x] += 1;
+            } else {
+                plain[x] += 1;
             }
         }
     }
     for _ in 0..MAX_SWEEPS {
         let mut changed = false;
         for m in (1..n).rev() {
-            let SNode::And(ops) = &arena.nodes[m] else {
-                continue;
-            };
-            if refs[m] == 0 {
+            let ops = ops_of(m);
+            if ops.is_empty() {
                 continue;
             }
             // Flipping `m` swaps which of its readers read it negated, and flips the sign in
@@ -281,9 +330,6 @@ fn choose_signs(arena: &Arena, outputs: &Outputs) -> Vec<bool> {
             let mut gain = i64::from(negs[m] > 0) - i64::from(plain[m] > 0);
             for &l in ops {
                 let x = node_of(l);
-                if x == 0 {
-                    continue;
-                }
                 if negated(l) ^ flip[m] ^ flip[x] {
                     gain += i64::from(negs[x] == 1);
                 } else {
@@ -296,9 +342,13 @@ fn choose_signs(arena: &Arena, outputs: &Outputs) -> Vec<bool> {
             changed = true;
             for &l in ops {
                 let x = node_of(l);
-                let was = negated(l) ^ flip[m] ^ flip[x];
-                count(&mut plain, &mut negs, x, was, false);
-                count(&mut plain, &mut negs, x, !was, true);
+                if negated(l) ^ flip[m] ^ flip[x] {
+                    negs[x] -= 1;
+                    plain[x] += 1;
+                } else {
+                    plain[x] -= 1;
+                    negs[x] += 1;
+                }
             }
             std::mem::swap(&mut plain[m], &mut negs[m]);
             flip[m] = !flip[m];
@@ -312,8 +362,7 @@ fn choose_signs(arena: &Arena, outputs: &Outputs) -> Vec<bool> {
 
 /// Writes the signed net back as a propnet with and, or and not gates, each and computed with
 /// the sign `flip` gives it; `old` supplies everything but the nodes.
-fn emit(arena: &Arena, outputs: &Outputs, flip: &[bool], old: Propnet) -> Propnet {
-    let refs = references(arena, outputs);
+fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Propnet) -> Propnet {
     let n = arena.nodes.len();
     let mut nodes: Vec<Node> = Vec::with_capacity(n);
     // The node that computes each signed node as stored (negated where flipped), and the
@@ -350,8 +399,8 @@ fn emit(arena: &Arena, outputs: &Outputs, flip: &[bool], old: Propnet) -> Propne
         }
         let id = match node {
             SNode::Leaf(leaf) => add(&mut nodes, leaf.clone()),
-            SNode::And(ops) => {
-                let ops: Vec<NodeId> = ops
+            SNode::And(r) => {
+                let ops: Vec<NodeId> = arena.ops[r.start as usize..r.end as usize]
                     .iter()
                     .map(|&l| read(&mut nodes, &stored, &mut not, &mut constants, l, flip[m]))
                     .collect();
@@ -419,20 +468,13 @@ fn emit(arena: &Arena, outputs: &Outputs, flip: &[bool], old: Propnet) -> Propne
     }
 }
 
-/// Merges gates equal up to De Morgan's laws and, with `flatten`, flattens ands into the ands
-/// that alone read them; the gates keep the kind (and or or) they had.
-pub(super) fn merge_signed(net: Propnet, flatten: bool) -> Propnet {
+/// Rewrites `net` in signed form (merging gates equal up to De Morgan's laws and flattening
+/// ands into the ands that read them) and back, each gate computed as itself or as its
+/// negation so that as few nodes as possible are read negated.
+pub(super) fn signs(net: Propnet) -> Propnet {
     let (arena, outputs) = to_signed(&net);
-    let (arena, outputs) = rebuild(&arena, &outputs, flatten);
-    let hint = arena.or_hint.clone();
-    emit(&arena, &outputs, &hint, net)
-}
-
-/// Chooses for each gate whether the net computes it or its negation so that as few nodes as
-/// possible are read negated.
-pub(super) fn polarity(net: Propnet) -> Propnet {
-    let (arena, outputs) = to_signed(&net);
-    let (arena, outputs) = rebuild(&arena, &outputs, false);
-    let flip = choose_signs(&arena, &outputs);
-    emit(&arena, &outputs, &flip, net)
+    let (arena, outputs) = rebuild(&arena, &outputs);
+    let refs = references(&arena, &outputs);
+    let flip = choose_signs(&arena, &refs, &outputs);
+    emit(&arena, &refs, &outputs, &flip, net)
 }
