@@ -64,35 +64,67 @@ pub struct PassReport {
     pub time: Duration,
 }
 
-/// Runs the passes in rounds until a round changes nothing (at most `max_rounds`).
+/// The passes of one round, in order.
+const ROUND: [Pass; 8] = [
+    // Dead nodes first: the builder leaves whole unrolled rounds that no output reads, and
+    // every later pass is cheaper without them. Polarity rebuilds only what the outputs read,
+    // so the round needs no dead-node pass after it.
+    Pass::DeadNodes,
+    Pass::ConstantFolding,
+    Pass::Collapse,
+    Pass::Merge,
+    Pass::Factor,
+    Pass::ExclusiveInputs,
+    Pass::Propositions,
+    Pass::Polarity,
+];
+
+impl Pass {
+    /// Whether running the pass on its own result changes nothing: it completes its work in
+    /// one sweep. Factoring can expose more factoring, and a base that becomes constant can
+    /// make another one constant, so those two are not.
+    fn idempotent(self) -> bool {
+        !matches!(self, Pass::Factor | Pass::Propositions)
+    }
+}
+
+/// Runs the passes in rounds until a round changes nothing (at most `max_rounds`). A pass is
+/// skipped when the net is as it left it: an idempotent pass that ran last round and after
+/// which no pass changed the net would find nothing to do.
 pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>) {
     let mut reports = Vec::new();
+    let mut stats = NetStats::of(&net);
+    // How many pass runs have changed the net, and that number when each pass last left the
+    // net at a fixpoint of its own.
+    let mut changes = 0u32;
+    let mut fixpoint_at: Vec<(Pass, u32)> = Vec::new();
     for round in 1..=max_rounds {
-        let before = NetStats::of(&net);
-        for pass in [
-            // Dead nodes first: the builder leaves whole unrolled rounds that no output reads,
-            // and every later pass is cheaper without them.
-            Pass::DeadNodes,
-            Pass::ConstantFolding,
-            Pass::Collapse,
-            Pass::Merge,
-            Pass::Factor,
-            Pass::ExclusiveInputs,
-            Pass::Propositions,
-            Pass::Polarity,
-            Pass::DeadNodes,
-        ] {
+        let changes_before = changes;
+        for pass in ROUND {
+            if fixpoint_at.contains(&(pass, changes)) {
+                continue;
+            }
             let start = Instant::now();
             net = run(net, pass);
             let time = start.elapsed();
+            let after = NetStats::of(&net);
+            let changed = after != stats;
+            if changed {
+                changes += 1;
+                stats = after.clone();
+            }
+            fixpoint_at.retain(|&(p, _)| p != pass);
+            if !changed || pass.idempotent() {
+                fixpoint_at.push((pass, changes));
+            }
             reports.push(PassReport {
                 pass,
                 round,
-                stats: NetStats::of(&net),
+                stats: after,
                 time,
             });
         }
-        if NetStats::of(&net) == before {
+        if changes == changes_before {
             break;
         }
     }
