@@ -100,6 +100,9 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
     let mut fixpoint_at: Vec<(Pass, u32)> = Vec::new();
     for round in 1..=max_rounds {
         let changes_before = changes;
+        // Factoring trades gates for operands, so a later round can end with more components
+        // than it began with; then the net as the round found it is the result.
+        let start_of_round = (round > 1).then(|| (net.clone(), stats.clone()));
         for pass in ROUND {
             if fixpoint_at.contains(&(pass, changes)) {
                 continue;
@@ -126,6 +129,12 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
         }
         if changes == changes_before {
             break;
+        }
+        if let Some((kept, kept_stats)) = start_of_round {
+            if stats.components() > kept_stats.components() {
+                net = kept;
+                break;
+            }
         }
     }
     (net, reports)

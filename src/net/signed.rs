@@ -244,9 +244,13 @@ fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
                     // When every reader of `x` is an and that reads it unnegated, `x` dies if
                     // each of its `k` readers takes its `n` operands: one gate less, and
                     // `k (n - 1) - n` operands more, which is taken when it is at most one
-                    // (always, for a single reader).
+                    // (always, for a single reader). Only between gates written alike (two
+                    // ands, or two ors): `a ∧ ¬(b ∨ c)` flattened is `a ∧ ¬b ∧ ¬c`, which
+                    // needs the negations of `b` and `c` instead of the one of the or.
                     let inner = match arena.and_ops(m) {
-                        Some(inner) if !negated(m) && unnegated[x] == refs[x] => {
+                        Some(inner)
+                            if !negated(m) && unnegated[x] == refs[x] && old.or_hint[x] == old.or_hint[n] =>
+                        {
                             let (k, n) = (refs[x] as usize, inner.len());
                             (k * (n - 1) <= n + 1).then(|| {
                                 let r = node_range(&arena, m);
