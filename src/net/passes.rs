@@ -1,6 +1,6 @@
 //! Optimization passes. Each is a forward sweep that rebuilds the arena, so operands stay
 //! before their readers; each keeps the game's legal, goal, terminal and next functions as
-//! they were (the differential test `tests/passes.rs` runs nets before and after side by side).
+//! they were (the differential test in `tests/interp.rs` runs nets before and after side by side).
 
 use super::{NetStats, Node, NodeId, Propnet};
 use rustc_hash::FxHashMap;
