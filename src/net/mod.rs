@@ -10,6 +10,7 @@ mod build;
 mod dot;
 mod order;
 mod passes;
+mod signed;
 mod stats;
 
 pub use build::{build, NetLimits};

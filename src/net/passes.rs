@@ -1,6 +1,6 @@
 //! Optimization passes. Each is a forward sweep that rebuilds the arena, so operands stay
 //! before their readers; each keeps the game's legal, goal, terminal and next functions as
-//! they were (the differential test `tests/passes.rs` runs nets before and after side by side).
+//! they were (the differential test in `tests/interp.rs` runs nets before and after side by side).
 
 use super::{NetStats, Node, NodeId, Propnet};
 use rustc_hash::FxHashMap;
@@ -23,6 +23,12 @@ pub enum Pass {
     /// Exactly one input of each role holds in every joint move, so an or over more than half
     /// of a role's inputs is the negation of the or over the others.
     ExclusiveInputs,
+    /// Rewrites the net as ands over signed operands and back: gates equal up to De Morgan's
+    /// laws (`¬a ∧ ¬b` and `¬(a ∨ b)`) become one, an and that only ands read hands them its
+    /// operands where that saves a gate, and each gate is computed as itself or as its negation
+    /// (the dual gate over the negated operands), whichever leaves fewer nodes read negated:
+    /// each of those costs a `not`.
+    Polarity,
     /// Removes inputs whose legal is constantly false and bases that can never change (their
     /// next is themselves, or the constant they start with).
     Propositions,
@@ -38,6 +44,7 @@ impl fmt::Display for Pass {
             Pass::Merge => "merge",
             Pass::Factor => "factor",
             Pass::ExclusiveInputs => "exclusive inputs",
+            Pass::Polarity => "polarity",
             Pass::Propositions => "propositions",
             Pass::DeadNodes => "dead nodes",
         })
@@ -57,35 +64,77 @@ pub struct PassReport {
     pub time: Duration,
 }
 
-/// Runs the passes in rounds until a round changes nothing (at most `max_rounds`).
+/// The passes of one round, in order.
+const ROUND: [Pass; 8] = [
+    // Dead nodes first: the builder leaves whole unrolled rounds that no output reads, and
+    // every later pass is cheaper without them. Polarity rebuilds only what the outputs read,
+    // so the round needs no dead-node pass after it.
+    Pass::DeadNodes,
+    Pass::ConstantFolding,
+    Pass::Collapse,
+    Pass::Merge,
+    Pass::Factor,
+    Pass::ExclusiveInputs,
+    Pass::Propositions,
+    Pass::Polarity,
+];
+
+impl Pass {
+    /// Whether running the pass on its own result changes nothing: it completes its work in
+    /// one sweep. Factoring can expose more factoring, and a base that becomes constant can
+    /// make another one constant, so those two are not.
+    fn idempotent(self) -> bool {
+        !matches!(self, Pass::Factor | Pass::Propositions)
+    }
+}
+
+/// Runs the passes in rounds until a round changes nothing (at most `max_rounds`). A pass is
+/// skipped when the net is as it left it: an idempotent pass that ran last round and after
+/// which no pass changed the net would find nothing to do.
 pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>) {
     let mut reports = Vec::new();
+    let mut stats = NetStats::of(&net);
+    // How many pass runs have changed the net, and that number when each pass last left the
+    // net at a fixpoint of its own.
+    let mut changes = 0u32;
+    let mut fixpoint_at: Vec<(Pass, u32)> = Vec::new();
     for round in 1..=max_rounds {
-        let before = NetStats::of(&net);
-        for pass in [
-            // Dead nodes first: the builder leaves whole unrolled rounds that no output reads,
-            // and every later pass is cheaper without them.
-            Pass::DeadNodes,
-            Pass::ConstantFolding,
-            Pass::Collapse,
-            Pass::Merge,
-            Pass::Factor,
-            Pass::ExclusiveInputs,
-            Pass::Propositions,
-            Pass::DeadNodes,
-        ] {
+        let changes_before = changes;
+        // Factoring trades gates for operands, so a later round can end with more components
+        // than it began with; then the net as the round found it is the result.
+        let start_of_round = (round > 1).then(|| (net.clone(), stats.clone()));
+        for pass in ROUND {
+            if fixpoint_at.contains(&(pass, changes)) {
+                continue;
+            }
             let start = Instant::now();
             net = run(net, pass);
             let time = start.elapsed();
+            let after = NetStats::of(&net);
+            let changed = after != stats;
+            if changed {
+                changes += 1;
+                stats = after.clone();
+            }
+            fixpoint_at.retain(|&(p, _)| p != pass);
+            if !changed || pass.idempotent() {
+                fixpoint_at.push((pass, changes));
+            }
             reports.push(PassReport {
                 pass,
                 round,
-                stats: NetStats::of(&net),
+                stats: after,
                 time,
             });
         }
-        if NetStats::of(&net) == before {
+        if changes == changes_before {
             break;
+        }
+        if let Some((kept, kept_stats)) = start_of_round {
+            if stats.components() > kept_stats.components() {
+                net = kept;
+                break;
+            }
         }
     }
     (net, reports)
@@ -114,6 +163,7 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
             exclusive: true,
             ..Flags::default()
         },
+        Pass::Polarity => return super::signed::signs(net),
         Pass::Propositions => return propositions(net),
         Pass::DeadNodes => return dead_nodes(net),
     };

@@ -181,12 +181,13 @@ fn or_of_ands(rests: &[&[u32]], shared: bool) -> Propnet {
     }
 }
 
-/// The value of `id` when base `b` holds exactly where bit `b` of `state` is set.
+/// The value of `id` when base `b` holds exactly where bit `b` of `state` is set, and input
+/// `i` where bit `bases + i` is.
 fn value(net: &Propnet, id: NodeId, state: u32) -> bool {
     match net.node(id) {
         Node::Const(c) => *c,
         Node::Base(b) => state >> b & 1 == 1,
-        Node::Input(_) => false,
+        Node::Input(i) => state >> (net.bases.len() + *i as usize) & 1 == 1,
         Node::And(ops) => ops.iter().all(|&o| value(net, o, state)),
         Node::Or(ops) => ops.iter().any(|&o| value(net, o, state)),
         Node::Not(x) => !value(net, *x, state),
@@ -226,4 +227,224 @@ fn factoring_leaves_the_net_alone_where_it_does_not_pay() {
     // Ands that a goal reads too stay in the net, so factoring them could only add gates.
     let (before, after) = factor_checked(&or_of_ands(&[&[1], &[2], &[3]], true));
     assert_eq!(after, before);
+}
+
+/// Every output of `a` and `b` (legal, goal, terminal, next) on every state and input of
+/// `bits` bits, and their views where both still name them.
+fn assert_same_outputs(a: &Propnet, b: &Propnet, bits: u32) {
+    assert_eq!(a.outputs().count(), b.outputs().count());
+    for state in 0..1u32 << bits {
+        for (k, (x, y)) in a.outputs().zip(b.outputs()).enumerate() {
+            assert_eq!(
+                value(a, x, state),
+                value(b, y, state),
+                "output {k}, state {state:b}"
+            );
+        }
+        for (name, y) in &b.views {
+            let x = a
+                .views
+                .iter()
+                .find(|v| &v.0 == name)
+                .expect("a view of the old net")
+                .1;
+            assert_eq!(
+                value(a, x, state),
+                value(b, *y, state),
+                "view {name}, state {state:b}"
+            );
+        }
+    }
+}
+
+/// Bases `b0..b3`, one input `i0`, and `open = ¬b0 ∧ ¬b1` read by two legal-like ands and
+/// negated by a next, as in a board game's empty cell.
+fn empty_cell() -> Propnet {
+    let id = |i: u32| NodeId(i);
+    let mut nodes: Vec<Node> = (0..4).map(Node::Base).collect();
+    nodes.push(Node::Input(0)); // n4
+    nodes.push(Node::Not(id(0))); // n5
+    nodes.push(Node::Not(id(1))); // n6
+    nodes.push(Node::And(vec![id(5), id(6)])); // n7: open
+    nodes.push(Node::And(vec![id(2), id(7)])); // n8
+    nodes.push(Node::And(vec![id(3), id(7)])); // n9
+    nodes.push(Node::Not(id(7))); // n10
+    nodes.push(Node::And(vec![id(4), id(10)])); // n11
+    let bases = (0..4)
+        .map(|b| BaseProp {
+            name: format!("b{b}"),
+            init: false,
+            next: id([11, 8, 9, 2][b]),
+        })
+        .collect();
+    Propnet {
+        roles: vec!["a".into()],
+        nodes,
+        bases,
+        inputs: vec![InputProp {
+            role: RoleIdx(0),
+            name: "i0".into(),
+            legal: id(9),
+        }],
+        terminal: id(8),
+        views: vec![("open".into(), id(7))],
+        ..Propnet::default()
+    }
+}
+
+#[test]
+fn polarity_computes_an_empty_cell_as_the_negation_of_an_or() {
+    let net = empty_cell();
+    net.verify().expect("a well-formed net");
+    let after = passes::run(net.clone(), Pass::Polarity);
+    after.verify().expect("a well-formed net");
+    assert_same_outputs(&net, &after, 5);
+    // `¬b0 ∧ ¬b1` and its negation take three nots; `b0 ∨ b1` and its negation one.
+    let (before, after) = (NetStats::of(&net), NetStats::of(&after));
+    assert_eq!((before.ands, before.ors, before.nots), (4, 0, 3));
+    assert_eq!((after.ands, after.ors, after.nots), (3, 1, 1));
+}
+
+#[test]
+fn polarity_merges_gates_equal_up_to_de_morgan() {
+    // `¬b0 ∧ ¬b1` and `¬(b0 ∨ b1)` as two goals are one gate and a not after the pass.
+    let id = |i: u32| NodeId(i);
+    let mut net = or_of_ands(&[], false);
+    net.nodes = (0..6).map(Node::Base).collect();
+    net.nodes.push(Node::Not(id(0))); // n6
+    net.nodes.push(Node::Not(id(1))); // n7
+    net.nodes.push(Node::And(vec![id(6), id(7)])); // n8
+    net.nodes.push(Node::Or(vec![id(0), id(1)])); // n9
+    net.nodes.push(Node::Not(id(9))); // n10
+    for b in &mut net.bases {
+        b.next = id(0);
+    }
+    net.terminal = id(9);
+    net.goals = [8, 10]
+        .iter()
+        .enumerate()
+        .map(|(v, &n)| GoalProp {
+            role: RoleIdx(0),
+            value: v as u32,
+            node: id(n),
+        })
+        .collect();
+    net.verify().expect("a well-formed net");
+    let after = passes::run(net.clone(), Pass::Polarity);
+    after.verify().expect("a well-formed net");
+    assert_same_outputs(&net, &after, 6);
+    let stats = NetStats::of(&after);
+    assert_eq!(stats.gates(), 2, "{stats}");
+    assert_eq!(after.goals[0].node, after.goals[1].node);
+}
+
+#[test]
+fn polarity_flattens_an_and_that_only_one_and_reads() {
+    // `(b0 ∧ b1) ∧ b2` read by a goal becomes `b0 ∧ b1 ∧ b2`; `b3 ∨ (b4 ∨ b5)` likewise.
+    let id = |i: u32| NodeId(i);
+    let mut net = or_of_ands(&[], false);
+    net.nodes = (0..6).map(Node::Base).collect();
+    net.nodes.push(Node::And(vec![id(0), id(1)])); // n6
+    net.nodes.push(Node::And(vec![id(6), id(2)])); // n7
+    net.nodes.push(Node::Or(vec![id(4), id(5)])); // n8
+    net.nodes.push(Node::Or(vec![id(3), id(8)])); // n9
+    net.bases[0].next = id(7);
+    net.bases[1].next = id(9);
+    for b in &mut net.bases[2..] {
+        b.next = id(0);
+    }
+    net.goals.clear();
+    net.terminal = id(0);
+    net.verify().expect("a well-formed net");
+    let after = passes::run(net.clone(), Pass::Polarity);
+    assert_same_outputs(&net, &after, 6);
+    let stats = NetStats::of(&after);
+    assert_eq!(
+        (stats.ands, stats.ors, stats.nots, stats.edges),
+        (1, 1, 0, 6),
+        "{stats}"
+    );
+}
+
+/// A random net over `bases` bases and `inputs` inputs with `gates` gates reading earlier
+/// nodes, constants among them; its outputs read random nodes.
+fn random_net(rng: &mut propjet_runtime::Rng, bases: u32, inputs: u32, gates: u32) -> Propnet {
+    let mut nodes = vec![Node::Const(false), Node::Const(true)];
+    nodes.extend((0..bases).map(Node::Base));
+    nodes.extend((0..inputs).map(Node::Input));
+    for _ in 0..gates {
+        let n = nodes.len() as u32;
+        let node = match rng.below(5) {
+            0 => Node::Not(NodeId(rng.below(n))),
+            k => {
+                let len = 1 + rng.below(4);
+                let ops = (0..len).map(|_| NodeId(rng.below(n))).collect();
+                if k % 2 == 0 {
+                    Node::And(ops)
+                } else {
+                    Node::Or(ops)
+                }
+            }
+        };
+        nodes.push(node);
+    }
+    let n = nodes.len() as u32;
+    let mut pick = || NodeId(n - 1 - rng.below(n.min(gates + 1)));
+    let bases_ = (0..bases)
+        .map(|b| BaseProp {
+            name: format!("b{b}"),
+            init: b % 2 == 0,
+            next: pick(),
+        })
+        .collect();
+    let inputs_ = (0..inputs)
+        .map(|i| InputProp {
+            role: RoleIdx(0),
+            name: format!("i{i}"),
+            legal: pick(),
+        })
+        .collect();
+    let goals = (0..2)
+        .map(|v| GoalProp {
+            role: RoleIdx(0),
+            value: v,
+            node: pick(),
+        })
+        .collect();
+    let mut views: Vec<(String, NodeId)> = (0..n)
+        .step_by(3)
+        .map(|i| (format!("v{i:03}"), NodeId(i)))
+        .collect();
+    views.sort();
+    Propnet {
+        roles: vec!["a".into()],
+        nodes,
+        bases: bases_,
+        inputs: inputs_,
+        goals,
+        terminal: pick(),
+        views,
+        ..Propnet::default()
+    }
+}
+
+#[test]
+fn polarity_keeps_random_nets_as_they_were_and_never_grows_them() {
+    let mut rng = propjet_runtime::Rng::new(7);
+    for round in 0..300 {
+        let net = random_net(&mut rng, 4, 2, 4 + round % 40);
+        net.verify().expect("a well-formed net");
+        let once = passes::run(passes::run(net.clone(), Pass::DeadNodes), Pass::Polarity);
+        once.verify().expect("a well-formed net");
+        assert_same_outputs(&net, &once, 6);
+        let twice = passes::run(once.clone(), Pass::Polarity);
+        assert_same_outputs(&net, &twice, 6);
+        let dead = NetStats::of(&passes::run(net.clone(), Pass::DeadNodes));
+        assert!(
+            NetStats::of(&once).gates() <= dead.gates(),
+            "round {round}: {} gates became {}",
+            dead.gates(),
+            NetStats::of(&once).gates()
+        );
+    }
 }

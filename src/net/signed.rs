@@ -1,0 +1,484 @@
+//! Signed gates: the net as ands over signed operands, then a choice of sign for each gate.
+//!
+//! In the ordered program a negation costs nothing (it flips the sign of a literal), but in the
+//! net it is a `not` node, a component like any other. This pass rewrites the net as ands
+//! whose operands may be negated, an or being the negated and of its negated operands. In that
+//! form gates that are equal up to De Morgan's laws are one gate, and an and that only ands
+//! read can hand its operands to its readers and go (flattening). Then each gate is given a
+//! sign: the net computes either the and or its negation, the or of the negated operands,
+//! whichever leaves fewer nodes that some reader needs negated, since each of those costs one
+//! `not`.
+
+use super::{GoalProp, Node, NodeId, Propnet};
+use rustc_hash::FxHashMap;
+use std::ops::Range;
+
+/// A signed reference to a node of an [`Arena`]: `node << 1 | negated`.
+type Lit = u32;
+
+/// The constant false, node 0 of every arena.
+const FALSE: Lit = 0;
+/// The constant true.
+const TRUE: Lit = 1;
+
+fn node_of(l: Lit) -> usize {
+    (l >> 1) as usize
+}
+
+fn negated(l: Lit) -> bool {
+    l & 1 == 1
+}
+
+/// A node of the signed net.
+#[derive(Clone)]
+enum SNode {
+    /// The constant false, a base or an input (a [`Node`] that is not a gate).
+    Leaf(Node),
+    /// The and of the operands in this range of [`Arena::ops`].
+    And(Range<u32>),
+}
+
+/// An arena of signed nodes, operands before readers, the operands of all ands in one
+/// vector.
+struct Arena {
+    nodes: Vec<SNode>,
+    ops: Vec<Lit>,
+    /// Whether each and was written as an or, the sign it starts with when signs are chosen.
+    or_hint: Vec<bool>,
+    leaves: FxHashMap<Node, u32>,
+    /// Ands by the hash of their operands, when merging. A collision between different ands
+    /// only loses a merge.
+    ands: FxHashMap<u64, u32>,
+    merge: bool,
+}
+
+impl Arena {
+    fn new(nodes: usize, ops: usize, merge: bool) -> Arena {
+        let mut arena = Arena {
+            nodes: Vec::with_capacity(nodes),
+            ops: Vec::with_capacity(ops),
+            or_hint: Vec::with_capacity(nodes),
+            leaves: FxHashMap::default(),
+            ands: if merge {
+                FxHashMap::with_capacity_and_hasher(nodes, Default::default())
+            } else {
+                FxHashMap::default()
+            },
+            merge,
+        };
+        arena.nodes.push(SNode::Leaf(Node::Const(false)));
+        arena.or_hint.push(false);
+        arena
+    }
+
+    fn push(&mut self, node: SNode, or_hint: bool) -> Lit {
+        let id = u32::try_from(self.nodes.len()).expect("fewer than 2^31 nodes");
+        self.nodes.push(node);
+        self.or_hint.push(or_hint);
+        id << 1
+    }
+
+    fn leaf(&mut self, node: &Node) -> Lit {
+        match node {
+            Node::Const(b) => FALSE ^ *b as Lit,
+            node => {
+                if let Some(&id) = self.leaves.get(node) {
+                    return id << 1;
+                }
+                let lit = self.push(SNode::Leaf(node.clone()), false);
+                self.leaves.insert(node.clone(), lit >> 1);
+                lit
+            }
+        }
+    }
+
+    /// The operands of the and `lit` points to, or `None` for a leaf.
+    fn and_ops(&self, lit: Lit) -> Option<&[Lit]> {
+        match &self.nodes[node_of(lit)] {
+            SNode::And(r) => Some(&self.ops[r.start as usize..r.end as usize]),
+            SNode::Leaf(_) => None,
+        }
+    }
+
+    /// The and of the operands pushed onto `self.ops` from `start` on, folded and, when
+    /// merging, shared.
+    fn and_from(&mut self, start: usize, or_hint: bool) -> Lit {
+        let ops = &mut self.ops[start..];
+        ops.sort_unstable();
+        let mut len = 0;
+        let mut falsum = false;
+        for i in 0..ops.len() {
+            let l = ops[i];
+            if l == TRUE || (len > 0 && ops[len - 1] == l) {
+                continue;
+            }
+            // Sorted, `x` and `¬x` are neighbours, and their and is false; so is an and that
+            // reads false, which sorts first.
+            if l == FALSE || (len > 0 && ops[len - 1] ^ 1 == l) {
+                falsum = true;
+                break;
+            }
+            ops[len] = l;
+            len += 1;
+        }
+        if falsum {
+            self.ops.truncate(start);
+            return FALSE;
+        }
+        self.ops.truncate(start + len);
+        match len {
+            0 => {
+                self.ops.truncate(start);
+                return TRUE;
+            }
+            1 => {
+                let l = self.ops[start];
+                self.ops.truncate(start);
+                return l;
+            }
+            _ => {}
+        }
+        let range = start as u32..(start + len) as u32;
+        if !self.merge {
+            return self.push(SNode::And(range), or_hint);
+        }
+        let key = fx_hash(&self.ops[start..]);
+        if let Some(&id) = self.ands.get(&key) {
+            if self.and_ops(id << 1) == Some(&self.ops[start..]) {
+                self.ops.truncate(start);
+                return id << 1;
+            }
+            return self.push(SNode::And(range), or_hint);
+        }
+        let lit = self.push(SNode::And(range), or_hint);
+        self.ands.insert(key, lit >> 1);
+        lit
+    }
+}
+
+fn fx_hash(ops: &[Lit]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(ops)
+}
+
+/// The outputs of a net as signed references: legal, goal, terminal and next, in the order of
+/// [`Propnet::outputs`], then the views (`None` for a view whose node no output needs).
+struct Outputs {
+    outputs: Vec<Lit>,
+    views: Vec<Option<Lit>>,
+}
+
+/// The signed form of `net`, literally: no folding or merging beyond what the net has.
+fn to_signed(net: &Propnet) -> (Arena, Outputs) {
+    let edges = net.nodes.iter().map(|n| n.operands().len()).sum();
+    let mut arena = Arena::new(net.nodes.len(), edges, true);
+    let mut lit: Vec<Lit> = Vec::with_capacity(net.nodes.len());
+    for node in &net.nodes {
+        let l = match node {
+            Node::Not(x) => lit[x.index()] ^ 1,
+            Node::And(ops) | Node::Or(ops) => {
+                let or = matches!(node, Node::Or(_));
+                let start = arena.ops.len();
+                arena.ops.extend(ops.iter().map(|o| lit[o.index()] ^ or as Lit));
+                arena.and_from(start, or) ^ or as Lit
+            }
+            leaf => arena.leaf(leaf),
+        };
+        lit.push(l);
+    }
+    let outputs = Outputs {
+        outputs: net.outputs().map(|o| lit[o.index()]).collect(),
+        views: net.views.iter().map(|(_, v)| Some(lit[v.index()])).collect(),
+    };
+    (arena, outputs)
+}
+
+/// How many times the outputs and the ands that the outputs need read each node; zero for the
+/// nodes no output needs.
+fn references(arena: &Arena, outputs: &Outputs) -> Vec<u32> {
+    let mut refs = vec![0u32; arena.nodes.len()];
+    for &l in &outputs.outputs {
+        refs[node_of(l)] += 1;
+    }
+    for n in (0..arena.nodes.len()).rev() {
+        if refs[n] == 0 {
+            continue;
+        }
+        if let SNode::And(r) = &arena.nodes[n] {
+            for &l in &arena.ops[r.start as usize..r.end as usize] {
+                refs[node_of(l)] += 1;
+            }
+        }
+    }
+    refs
+}
+
+/// Rebuilds the signed net, merging equal ands and keeping only what the outputs need. An and
+/// that only ands read, unnegated, hands its operands to them and goes where that pays.
+fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
+    let refs = references(old, outputs);
+    // How many times live ands read each node unnegated.
+    let mut unnegated = vec![0u32; old.nodes.len()];
+    for (n, node) in old.nodes.iter().enumerate() {
+        if let (SNode::And(r), true) = (node, refs[n] > 0) {
+            for &l in &old.ops[r.start as usize..r.end as usize] {
+                if !negated(l) {
+                    unnegated[node_of(l)] += 1;
+                }
+            }
+        }
+    }
+    let mut arena = Arena::new(old.nodes.len(), old.ops.len(), true);
+    let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
+    for (n, node) in old.nodes.iter().enumerate() {
+        if refs[n] == 0 {
+            continue;
+        }
+        map[n] = match node {
+            SNode::Leaf(leaf) => arena.leaf(leaf),
+            SNode::And(r) => {
+                let start = arena.ops.len();
+                for &l in &old.ops[r.start as usize..r.end as usize] {
+                    let x = node_of(l);
+                    let m = map[x] ^ (l & 1);
+                    // When every reader of `x` is an and that reads it unnegated, `x` dies if
+                    // each of its `k` readers takes its `n` operands: one gate less, and
+                    // `k (n - 1) - n` operands more, which is taken when it is at most one
+                    // (always, for a single reader). Only between gates written alike (two
+                    // ands, or two ors): `a ∧ ¬(b ∨ c)` flattened is `a ∧ ¬b ∧ ¬c`, which
+                    // needs the negations of `b` and `c` instead of the one of the or.
+                    let inner = match arena.and_ops(m) {
+                        Some(inner)
+                            if !negated(m) && unnegated[x] == refs[x] && old.or_hint[x] == old.or_hint[n] =>
+                        {
+                            let (k, n) = (refs[x] as usize, inner.len());
+                            (k * (n - 1) <= n + 1).then(|| {
+                                let r = node_range(&arena, m);
+                                r.start as usize..r.end as usize
+                            })
+                        }
+                        _ => None,
+                    };
+                    match inner {
+                        Some(inner) => arena.ops.extend_from_within(inner),
+                        None => arena.ops.push(m),
+                    }
+                }
+                arena.and_from(start, old.or_hint[n])
+            }
+        };
+    }
+    let new = |l: Lit| map[node_of(l)] ^ (l & 1);
+    // A view whose node no output needs is not rebuilt, and loses its name.
+    let views = outputs
+        .views
+        .iter()
+        .map(|&v| v.filter(|&l| refs[node_of(l)] > 0).map(new))
+        .collect();
+    let outputs = Outputs {
+        outputs: outputs.outputs.iter().map(|&l| new(l)).collect(),
+        views,
+    };
+    (arena, outputs)
+}
+
+fn node_range(arena: &Arena, l: Lit) -> Range<u32> {
+    match &arena.nodes[node_of(l)] {
+        SNode::And(r) => r.clone(),
+        SNode::Leaf(_) => 0..0,
+    }
+}
+
+/// Chooses a sign for each and: `true` where the net should compute its negation as an or.
+/// Starting from the signs the gates were written with, flips one gate at a time while that
+/// lowers the number of nodes read negated, sweeping from the outputs back until a sweep
+/// changes nothing (or a few sweeps have run: each flip pays, so later sweeps gain little).
+fn choose_signs(arena: &Arena, refs: &[u32], outputs: &Outputs) -> Vec<bool> {
+    const MAX_SWEEPS: usize = 8;
+    let n = arena.nodes.len();
+    let mut flip: Vec<bool> = arena.or_hint.clone();
+    // How many readers need each node as it is stored (`plain`) and negated (`negs`).
+    let mut plain = vec![0u32; n];
+    let mut negs = vec![0u32; n];
+    let ops_of = |m: usize| match &arena.nodes[m] {
+        SNode::And(r) if refs[m] > 0 => &arena.ops[r.start as usize..r.end as usize],
+        _ => &[],
+    };
+    for &l in &outputs.outputs {
+        let x = node_of(l);
+        if negated(l) ^ flip[x] {
+            negs[x] += 1;
+        } else {
+            plain[x] += 1;
+        }
+    }
+    for m in 0..n {
+        for &l in ops_of(m) {
+            let x = node_of(l);
+            if negated(l) ^ flip[m] ^ flip[x] {
+                negs[x] += 1;
+            } else {
+                plain[x] += 1;
+            }
+        }
+    }
+    for _ in 0..MAX_SWEEPS {
+        let mut changed = false;
+        for m in (1..n).rev() {
+            let ops = ops_of(m);
+            if ops.is_empty() {
+                continue;
+            }
+            // Flipping `m` swaps which of its readers read it negated, and flips the sign in
+            // which it reads each operand.
+            let mut gain = i64::from(negs[m] > 0) - i64::from(plain[m] > 0);
+            for &l in ops {
+                let x = node_of(l);
+                if negated(l) ^ flip[m] ^ flip[x] {
+                    gain += i64::from(negs[x] == 1);
+                } else {
+                    gain -= i64::from(negs[x] == 0);
+                }
+            }
+            if gain <= 0 {
+                continue;
+            }
+            changed = true;
+            for &l in ops {
+                let x = node_of(l);
+                if negated(l) ^ flip[m] ^ flip[x] {
+                    negs[x] -= 1;
+                    plain[x] += 1;
+                } else {
+                    plain[x] -= 1;
+                    negs[x] += 1;
+                }
+            }
+            std::mem::swap(&mut plain[m], &mut negs[m]);
+            flip[m] = !flip[m];
+        }
+        if !changed {
+            break;
+        }
+    }
+    flip
+}
+
+/// Writes the signed net back as a propnet with and, or and not gates, each and computed with
+/// the sign `flip` gives it; `old` supplies everything but the nodes.
+fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Propnet) -> Propnet {
+    let n = arena.nodes.len();
+    let mut nodes: Vec<Node> = Vec::with_capacity(n);
+    // The node that computes each signed node as stored (negated where flipped), and the
+    // `not` of it once a reader needs one.
+    let mut stored: Vec<Option<NodeId>> = vec![None; n];
+    let mut not: Vec<Option<NodeId>> = vec![None; n];
+    let mut constants: [Option<NodeId>; 2] = [None; 2];
+    let add = |nodes: &mut Vec<Node>, node: Node| {
+        nodes.push(node);
+        NodeId::from_index(nodes.len() - 1)
+    };
+    // The node for `l` read by a reader computed with sign `reader_flip`.
+    let read = |nodes: &mut Vec<Node>,
+                stored: &[Option<NodeId>],
+                not: &mut [Option<NodeId>],
+                constants: &mut [Option<NodeId>; 2],
+                l: Lit,
+                reader_flip: bool| {
+        let x = node_of(l);
+        if x == 0 {
+            let b = negated(l) ^ reader_flip;
+            return *constants[b as usize].get_or_insert_with(|| add(nodes, Node::Const(b)));
+        }
+        let plain = stored[x].expect("operands come first");
+        if negated(l) ^ reader_flip ^ flip[x] {
+            *not[x].get_or_insert_with(|| add(nodes, Node::Not(plain)))
+        } else {
+            plain
+        }
+    };
+    for (m, node) in arena.nodes.iter().enumerate() {
+        if refs[m] == 0 || m == 0 {
+            continue;
+        }
+        let id = match node {
+            SNode::Leaf(leaf) => add(&mut nodes, leaf.clone()),
+            SNode::And(r) => {
+                let ops: Vec<NodeId> = arena.ops[r.start as usize..r.end as usize]
+                    .iter()
+                    .map(|&l| read(&mut nodes, &stored, &mut not, &mut constants, l, flip[m]))
+                    .collect();
+                add(&mut nodes, if flip[m] { Node::Or(ops) } else { Node::And(ops) })
+            }
+        };
+        stored[m] = Some(id);
+    }
+    let mut out = outputs
+        .outputs
+        .iter()
+        .map(|&l| read(&mut nodes, &stored, &mut not, &mut constants, l, false));
+    let Propnet {
+        roles,
+        mut bases,
+        constant_facts,
+        mut inputs,
+        goals,
+        views,
+        ..
+    } = old;
+    for i in &mut inputs {
+        i.legal = out.next().expect("a legal output");
+    }
+    let goals: Vec<GoalProp> = goals
+        .into_iter()
+        .map(|g| GoalProp {
+            node: out.next().expect("a goal output"),
+            ..g
+        })
+        .collect();
+    let terminal = out.next().expect("the terminal output");
+    for b in &mut bases {
+        b.next = out.next().expect("a next output");
+    }
+    // A view keeps its name where its value is still a node; one that only a `not` nobody
+    // else reads would compute loses its name rather than add a gate.
+    let views = views
+        .into_iter()
+        .zip(&outputs.views)
+        .filter_map(|((name, _), &l)| {
+            let l = l?;
+            let x = node_of(l);
+            let id = if x == 0 {
+                constants[negated(l) as usize]
+            } else if refs[x] == 0 {
+                None
+            } else if negated(l) ^ flip[x] {
+                not[x]
+            } else {
+                stored[x]
+            };
+            id.map(|id| (name, id))
+        })
+        .collect();
+    Propnet {
+        roles,
+        nodes,
+        bases,
+        constant_facts,
+        inputs,
+        goals,
+        terminal,
+        views,
+    }
+}
+
+/// Rewrites `net` in signed form (merging gates equal up to De Morgan's laws and flattening
+/// ands into the ands that read them) and back, each gate computed as itself or as its
+/// negation so that as few nodes as possible are read negated.
+pub(super) fn signs(net: Propnet) -> Propnet {
+    let (arena, outputs) = to_signed(&net);
+    let (arena, outputs) = rebuild(&arena, &outputs);
+    let refs = references(&arena, &outputs);
+    let flip = choose_signs(&arena, &refs, &outputs);
+    emit(&arena, &refs, &outputs, &flip, net)
+}
