@@ -1247,7 +1247,7 @@ impl<'a> Exec<'a> {
             } else if these.len() == 1 {
                 SubResult::Inline(these[0].1.clone().into())
             } else if sp.family.is_empty() {
-                SubResult::Aux(self.new_aux(these.iter().map(|(_, body)| body)))
+                SubResult::Aux(self.new_aux(these.iter().map(|(_, body)| body.clone())))
             } else {
                 let mut fkey: Vec<TermId> = sp
                     .family
@@ -1263,10 +1263,10 @@ impl<'a> Exec<'a> {
     }
 
     /// A new auxiliary atom with one rule per body.
-    fn new_aux<'b>(&mut self, bodies: impl Iterator<Item = &'b Vec<OutLit>>) -> u32 {
+    fn new_aux(&mut self, bodies: impl IntoIterator<Item = Vec<OutLit>>) -> u32 {
         let n = self.aux_count;
         self.aux_count += 1;
-        self.aux_rules.extend(bodies.map(|body| (n, body.clone())));
+        self.aux_rules.extend(bodies.into_iter().map(|body| (n, body)));
         n
     }
 
@@ -1299,7 +1299,7 @@ impl<'a> Exec<'a> {
             Some(None) => self.families[sub][&fkey].aux,
             Some(Some(i)) => self.family_without(sub, &fkey, i),
             None => {
-                let n = self.new_aux(bodies());
+                let n = self.new_aux(bodies().cloned());
                 if replace {
                     let family = Family {
                         bodies: bodies().cloned().collect(),
@@ -1320,11 +1320,14 @@ impl<'a> Exec<'a> {
         if let Some(&n) = family.without.get(&i) {
             return n;
         }
-        let n = self.aux_count;
-        self.aux_count += 1;
-        let family = &self.families[sub][fkey];
-        let rules = family.bodies.iter().enumerate().filter(|&(j, _)| j != i);
-        self.aux_rules.extend(rules.map(|(_, body)| (n, body.clone())));
+        let rest: Vec<Vec<OutLit>> = family
+            .bodies
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(_, body)| body.clone())
+            .collect();
+        let n = self.new_aux(rest);
         if let Some(family) = self.families[sub].get_mut(fkey) {
             family.without.insert(i, n);
         }
