@@ -80,6 +80,7 @@ fn no_gates() -> impl Strategy<Value = Shape> {
         goals,
         views,
         constant_outputs: false,
+        pool: 0,
     })
 }
 
@@ -112,6 +113,17 @@ fn shape() -> impl Strategy<Value = Shape> {
             wide_gates: wide,
             ..s
         }),
+        // Several wide gates and ordinary ones sharing operands from a small or a large pool,
+        // so that Cranelift's code computes wide gates together and later gates in part.
+        (no_gates(), 1usize..80, 2usize..10, 3usize..12, 3usize..200).prop_map(
+            |(s, gates, wide, fanin, pool)| Shape {
+                gates,
+                wide_gates: wide,
+                max_fanin: fanin,
+                pool,
+                ..s
+            }
+        ),
     ]
 }
 
@@ -121,7 +133,8 @@ proptest! {
     /// Random programs of every shape, with chunk budgets from one gate per function to
     /// everything in one, from the host's default code generator (the direct one on x86-64)
     /// and from Cranelift, which keeps no value in registers across gates, one, the default
-    /// number, or more than the registers (so that the register allocator spills).
+    /// number, or more than the registers (so that the register allocator spills), and
+    /// computes wide gates alone, in twos or in eights, with or without later gates in part.
     #[test]
     fn native_agrees_with_the_interpreter_on_random_programs(
         shape in shape(),
@@ -129,11 +142,46 @@ proptest! {
         chunk_cost in prop_oneof![Just(1usize), 2usize..40, Just(16_384usize)],
         backend in prop_oneof![Just(Backend::Auto), Just(Backend::Cranelift)],
         keep in prop_oneof![Just(0usize), Just(1), Just(Options::default().keep), Just(40)],
+        cluster in prop_oneof![Just(1usize), Just(2), Just(8)],
+        partial: bool,
     ) {
         let program = random_program(&shape, seed);
-        let options = Options { backend, keep, ..options(chunk_cost) };
+        let options = Options { backend, keep, cluster, partial, ..options(chunk_cost) };
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
+    }
+}
+
+#[test]
+fn wide_gates_sharing_operands_computed_together_and_in_part() {
+    // Wide gates and ordinary ones drawing half of their operands from a pool of bases and
+    // inputs, in chunks large enough to hold several wide gates, so that Cranelift's code
+    // computes wide gates in clusters, with blocks of shared operands, and later gates in part.
+    for seed in 0..24u64 {
+        let shape = Shape {
+            inputs_per_role: vec![6, 9],
+            wide_gates: 3 + (seed % 6) as usize,
+            max_fanin: 3 + (seed % 9) as usize,
+            pool: [6, 20, 60][(seed % 3) as usize],
+            ..Shape::sized(40, 60 + 10 * seed as usize)
+        };
+        let program = random_program(&shape, seed);
+        for (cluster, partial, keep) in [
+            (2, true, 8),
+            (8, true, 8),
+            (8, false, 8),
+            (4, true, 0),
+            (3, true, 40),
+        ] {
+            let opts = Options {
+                backend: Backend::Cranelift,
+                cluster,
+                partial,
+                keep,
+                ..options(Options::default().chunk_cost)
+            };
+            check(&program, &opts, seed);
+        }
     }
 }
 

@@ -19,8 +19,8 @@
 
 use cranelift_codegen::ir::{InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
-use propjet_runtime::{Op, Program, Width};
-use rustc_hash::FxHashMap;
+use propjet_runtime::{Lit, Op, Program, Width};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// How much to keep in registers and how far to split wide operand groups.
 #[derive(Copy, Clone, Debug)]
@@ -29,6 +29,10 @@ pub(super) struct Shape {
     pub keep: usize,
     /// The most accumulators one operand group is folded into (at least one).
     pub accumulators: usize,
+    /// The most wide gates computed together (one: each gate alone).
+    pub cluster: usize,
+    /// Whether a cluster also computes in part the later gates that share its operands.
+    pub partial: bool,
 }
 
 /// The most accumulators a long operand group is folded into: enough to keep two or three
@@ -38,31 +42,29 @@ pub(super) const ACCUMULATORS: usize = 4;
 /// No read follows: the value need not be kept.
 const NEVER: u32 = u32::MAX;
 
-/// For every read and write of a slot in `gates` (each gate's operands in order, then the gate
-/// itself), the position of the next read of the same slot in the chunk, or [`NEVER`].
-fn next_reads(program: &Program, gates: &[u32]) -> Vec<u32> {
-    let mut events: Vec<u32> = Vec::new();
-    for &g in gates {
-        let g = g as usize;
-        // The program validated, so every gate's operand run is in bounds.
-        events.extend(program.gate_operands(g).unwrap_or(&[]).iter().map(|l| l.slot()));
-        events.push(program.gate_slot(g));
-    }
+/// For every event (a read or a write of a slot, in the order of the code), the position of
+/// the next read of the same value in the chunk, or [`NEVER`].
+fn next_reads(events: &[(u32, bool)]) -> Vec<u32> {
     let mut next = vec![NEVER; events.len()];
     let mut later: FxHashMap<u32, u32> = FxHashMap::default();
-    // Walking backwards, `later` holds each slot's first read after the current position. A
-    // gate's own write comes after its reads, and each slot is written at most once, before
-    // any read of it in the chunk, so reads before a write never see past it.
-    for (i, &slot) in events.iter().enumerate().rev() {
+    // Walking backwards, `later` holds each slot's first read after the current position and
+    // before the slot is written again (a gate computed in part writes its slot twice: the
+    // partial value, read by its own step, and then its value).
+    for (i, &(slot, write)) in events.iter().enumerate().rev() {
         next[i] = later.get(&slot).copied().unwrap_or(NEVER);
-        later.insert(slot, i as u32);
+        if write {
+            later.remove(&slot);
+        } else {
+            later.insert(slot, i as u32);
+        }
     }
     next
 }
 
-/// The values kept in registers: slot, SSA value, position of the slot's next read.
+/// The values kept in registers: slot, SSA value, position of the slot's next read, and
+/// whether the value is missing from memory (a partial value not stored yet).
 struct Kept {
-    entries: Vec<(u32, Value, u32)>,
+    entries: Vec<(u32, Value, u32, bool)>,
     capacity: usize,
 }
 
@@ -72,24 +74,32 @@ impl Kept {
     }
 
     /// Records that `slot` holds `value` and is next read at `next`, then drops the value read
-    /// furthest in the future if there are too many (possibly this one).
-    fn note(&mut self, slot: u32, value: Value, next: u32) {
+    /// furthest in the future if there are too many (possibly this one). `unstored` says
+    /// whether the value is missing from memory (`None`: as before, for a value read again).
+    /// Returns a dropped value that is missing from memory and read again: the caller stores
+    /// it. A value never read again needs no store.
+    fn note(&mut self, slot: u32, value: Value, next: u32, unstored: Option<bool>) -> Option<(u32, Value)> {
         let found = self.entries.iter().position(|e| e.0 == slot);
         if next == NEVER {
             if let Some(i) = found {
                 self.entries.swap_remove(i);
             }
-            return;
+            return None;
         }
         match found {
-            Some(i) => self.entries[i] = (slot, value, next),
-            None => self.entries.push((slot, value, next)),
+            Some(i) => {
+                let unstored = unstored.unwrap_or(self.entries[i].3);
+                self.entries[i] = (slot, value, next, unstored);
+            }
+            None => self.entries.push((slot, value, next, unstored.unwrap_or(false))),
         }
         if self.entries.len() > self.capacity {
             if let Some(i) = (0..self.entries.len()).max_by_key(|&i| self.entries[i].2) {
-                self.entries.swap_remove(i);
+                let (slot, value, _, unstored) = self.entries.swap_remove(i);
+                return unstored.then_some((slot, value));
             }
         }
+        None
     }
 }
 
@@ -154,7 +164,391 @@ impl Group {
     }
 }
 
-/// Emits `gates` in order: each gate's value computed and stored into its slot.
+/// One step of a chunk's code: gates computed together, and the operand reads that feed them.
+struct Step {
+    /// The gates the step computes. The first `members` are computed whole and stored at the
+    /// end of the step; the others only in part: some operands of one of their groups, folded
+    /// into a partial value stored into the gate's slot, which the gate's own step, later,
+    /// reads back as an operand in place of those operands.
+    gates: Vec<u32>,
+    members: usize,
+    /// Every operand of the step's gates as (slot, index of the gate in `gates`, literal), in
+    /// the order they are read. Consecutive entries of the same slot are one read: a value
+    /// loaded once and folded into every gate that reads it.
+    uses: Vec<(u32, u32, Lit)>,
+    /// Consecutive ranges of `uses` covering them all, in order.
+    parts: Vec<Part>,
+}
+
+/// A run of a step's uses: plain (each value folded into the gates that read it), or a block
+/// of slots that the same gate groups read, folded once into a partial value that each of
+/// those groups then takes as one operand.
+struct Part {
+    uses: std::ops::Range<usize>,
+    /// For a block: whether its groups join with AND, and the groups as (gate index in the
+    /// step, whether it is the negated group).
+    block: Option<(bool, Vec<(u32, bool)>)>,
+    /// The partly computed gates (indices in the step) whose last operand this part reads:
+    /// their partial values are stored right after it.
+    done: Vec<u32>,
+}
+
+/// The reads of `uses`: runs of consecutive entries of the same slot.
+fn reads(uses: &[(u32, u32, Lit)]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let first = uses.get(start)?.0;
+        let end = start + uses[start..].iter().take_while(|u| u.0 == first).count();
+        let run = start..end;
+        start = end;
+        Some(run)
+    })
+}
+
+/// Every slot event of the chunk in the order of the code, as (slot, whether it is a write):
+/// each part's reads and then the partial values stored after it, and at the end of each step
+/// the gates it computes whole.
+fn events(program: &Program, steps: &[Step]) -> Vec<(u32, bool)> {
+    let mut events = Vec::new();
+    for step in steps {
+        for part in &step.parts {
+            let uses = &step.uses[part.uses.clone()];
+            events.extend(reads(uses).map(|r| (uses[r.start].0, false)));
+            events.extend(
+                part.done
+                    .iter()
+                    .map(|&m| (program.gate_slot(step.gates[m as usize] as usize), true)),
+            );
+        }
+        let whole = &step.gates[..step.members];
+        events.extend(whole.iter().map(|&g| (program.gate_slot(g as usize), true)));
+    }
+    events
+}
+
+/// Gates with fewer operands than this are computed alone: an operand shared by short gates
+/// is kept in a register by the furthest-next-use rule already.
+const CLUSTER_WIDTH: usize = 16;
+
+/// The least number of operands a gate must share with a cluster to join it.
+const CLUSTER_SHARE: u32 = 2;
+
+/// The least number of operands a later gate must share with a cluster to be computed in part
+/// with it: the partial value costs a store and a read, so it must save more reads than that.
+const PARTIAL_SHARE: u32 = 3;
+
+/// Cuts the chunk's gates (in their order, each after its operands) into steps. A gate of at
+/// least [`CLUSTER_WIDTH`] operands starts a cluster of up to `most` such gates, adding the one
+/// that shares the most operand slots with the cluster so far, as long as it shares at least
+/// [`CLUSTER_SHARE`] and reads no gate that is not computed yet (in this cluster or later). A
+/// gate computed early keeps the order valid: everything it reads comes before, and everything
+/// that reads it comes later in the chunk anyway.
+///
+/// With `partial`, a cluster also computes in part every later gate of the chunk that reads at
+/// least [`PARTIAL_SHARE`] of the cluster's operand slots in one of its groups (once per gate):
+/// it folds those operands into a partial value and stores it into the gate's slot, and the
+/// gate's own step reads that slot instead of them. Nothing reads a gate's slot before its own
+/// step: its readers come after it, and a cluster takes only gates whose operands are done.
+fn steps(program: &Program, gates: &[u32], most: usize, partial: bool) -> Vec<Step> {
+    // The operands each position still has to fold: its own unless a partial value replaced
+    // some of them. The program validated, so every gate's operand run is in bounds.
+    let mut rest: Vec<Option<Vec<Lit>>> = vec![None; gates.len()];
+    fn operands<'a>(
+        program: &'a Program,
+        gates: &[u32],
+        rest: &'a [Option<Vec<Lit>>],
+        p: usize,
+    ) -> &'a [Lit] {
+        match &rest[p] {
+            Some(ops) => ops,
+            None => program.gate_operands(gates[p] as usize).unwrap_or(&[]),
+        }
+    }
+    let original = |p: usize| program.gate_operands(gates[p] as usize).unwrap_or(&[]);
+    let wide = |p: usize| original(p).len() >= CLUSTER_WIDTH;
+    let clusters = most > 1 || partial;
+    // Which step computes each position (`u32::MAX`: none yet).
+    let mut step_of = vec![u32::MAX; gates.len()];
+    // The positions of the chunk's wide gates reading each slot, the positions of the chunk's
+    // gates each wide gate reads, and every gate's reads of each slot.
+    let mut readers: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    let mut reads_gates: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    let mut all_readers: FxHashMap<u32, Vec<(u32, Lit)>> = FxHashMap::default();
+    if clusters {
+        let position: FxHashMap<u32, u32> = gates.iter().enumerate().map(|(p, &g)| (g, p as u32)).collect();
+        let first_gate = program.first_gate_slot() as u32;
+        for p in 0..gates.len() {
+            for &lit in original(p) {
+                if partial {
+                    all_readers.entry(lit.slot()).or_default().push((p as u32, lit));
+                }
+                if !wide(p) {
+                    continue;
+                }
+                readers.entry(lit.slot()).or_default().push(p as u32);
+                let inside = lit.slot().checked_sub(first_gate).and_then(|g| position.get(&g));
+                if let Some(&q) = inside {
+                    reads_gates.entry(p as u32).or_default().push(q);
+                }
+            }
+        }
+    }
+    let mut partly = vec![false; gates.len()];
+    let mut out: Vec<Step> = Vec::new();
+    let mut score: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut union: FxHashSet<u32> = FxHashSet::default();
+    for p in 0..gates.len() {
+        if step_of[p] != u32::MAX {
+            continue;
+        }
+        let id = out.len() as u32;
+        step_of[p] = id;
+        let mut members = vec![p as u32];
+        let mut targets: Vec<(u32, Vec<Lit>)> = Vec::new();
+        if clusters && wide(p) {
+            score.clear();
+            union.clear();
+            let add = |q: u32,
+                       union: &mut FxHashSet<u32>,
+                       score: &mut FxHashMap<u32, u32>,
+                       step_of: &[u32],
+                       rest: &[Option<Vec<Lit>>]| {
+                let own = program.gate_slot(gates[q as usize] as usize);
+                for lit in operands(program, gates, rest, q as usize) {
+                    // A gate's own slot (its partial value) is no operand of anything else.
+                    if lit.slot() != own && union.insert(lit.slot()) {
+                        for &h in readers.get(&lit.slot()).map_or(&[][..], |v| v) {
+                            if step_of[h as usize] == u32::MAX {
+                                *score.entry(h).or_default() += 1;
+                            }
+                        }
+                    }
+                }
+            };
+            add(p as u32, &mut union, &mut score, &step_of, &rest);
+            while members.len() < most {
+                let ready = |h: u32| {
+                    reads_gates
+                        .get(&h)
+                        .is_none_or(|qs| qs.iter().all(|&q| step_of[q as usize] < id))
+                };
+                let best = score
+                    .iter()
+                    .filter(|&(&h, &s)| s >= CLUSTER_SHARE && step_of[h as usize] == u32::MAX && ready(h))
+                    .max_by_key(|&(&h, &s)| (s, std::cmp::Reverse(h)));
+                let Some((&h, _)) = best else { break };
+                step_of[h as usize] = id;
+                members.push(h);
+                add(h, &mut union, &mut score, &step_of, &rest);
+            }
+            if partial {
+                targets = partial_targets(&union, &all_readers, &step_of, &partly, |h| {
+                    operands(program, gates, &rest, h as usize).len()
+                });
+                for (h, covered) in &targets {
+                    let h = *h as usize;
+                    partly[h] = true;
+                    let negated = covered[0].is_negated();
+                    let own = program.gate_slot(gates[h] as usize);
+                    let mut left = vec![if negated { Lit::neg(own) } else { Lit::pos(own) }];
+                    let mut taken = covered.clone();
+                    for &lit in operands(program, gates, &rest, h) {
+                        match taken.iter().position(|&c| c == lit) {
+                            Some(i) => {
+                                taken.swap_remove(i);
+                            }
+                            None => left.push(lit),
+                        }
+                    }
+                    rest[h] = Some(left);
+                }
+            }
+        }
+        let mut uses: Vec<(u32, u32, Lit)> = Vec::new();
+        let mut parts = Vec::new();
+        if members.len() == 1 && targets.is_empty() {
+            uses.extend(
+                operands(program, gates, &rest, p)
+                    .iter()
+                    .map(|&lit| (lit.slot(), 0, lit)),
+            );
+            parts.push(Part {
+                uses: 0..uses.len(),
+                block: None,
+                done: Vec::new(),
+            });
+        } else {
+            let mut lists: Vec<(Op, &[Lit])> = members
+                .iter()
+                .map(|&q| {
+                    let op = program.gates[gates[q as usize] as usize].op;
+                    (op, operands(program, gates, &rest, q as usize))
+                })
+                .collect();
+            // A member that was computed in part reads its own slot; no partial target can
+            // share that, so it is an ordinary operand here.
+            lists.extend(
+                targets
+                    .iter()
+                    .map(|(h, covered)| (program.gates[gates[*h as usize] as usize].op, &covered[..])),
+            );
+            interleave(&lists, members.len(), &mut uses, &mut parts);
+        }
+        out.push(Step {
+            gates: members
+                .iter()
+                .chain(targets.iter().map(|(h, _)| h))
+                .map(|&q| gates[q as usize])
+                .collect(),
+            members: members.len(),
+            uses,
+            parts,
+        });
+    }
+    out
+}
+
+/// The gates (positions, ascending) that a cluster with operand slots `union` computes in part,
+/// each with the operands it folds: the gates not computed or partly computed yet that read
+/// at least [`PARTIAL_SHARE`] of those slots in one group (the positive one on a tie), and
+/// more than half of their operands. A gate is computed in part once, so it waits for the
+/// cluster that shares most of its operands rather than taking the first that shares a few.
+fn partial_targets(
+    union: &FxHashSet<u32>,
+    all_readers: &FxHashMap<u32, Vec<(u32, Lit)>>,
+    step_of: &[u32],
+    partly: &[bool],
+    operands: impl Fn(u32) -> usize,
+) -> Vec<(u32, Vec<Lit>)> {
+    let mut found: FxHashMap<u32, [Vec<Lit>; 2]> = FxHashMap::default();
+    for slot in union {
+        for &(h, lit) in all_readers.get(slot).map_or(&[][..], |v| v) {
+            if step_of[h as usize] == u32::MAX && !partly[h as usize] {
+                found.entry(h).or_default()[usize::from(lit.is_negated())].push(lit);
+            }
+        }
+    }
+    let mut targets: Vec<(u32, Vec<Lit>)> = found
+        .into_iter()
+        .filter_map(|(h, [positive, negated])| {
+            let group = if negated.len() > positive.len() {
+                negated
+            } else {
+                positive
+            };
+            let len = operands(h);
+            (group.len() >= PARTIAL_SHARE as usize && 2 * group.len() > len).then_some((h, group))
+        })
+        .collect();
+    targets.sort_unstable_by_key(|t| t.0);
+    for (_, covered) in &mut targets {
+        covered.sort_unstable();
+    }
+    targets
+}
+
+/// The uses of a cluster's operands, taking the gates' operands in turn (the next slot of the
+/// first gate, then of the second, and so on), each slot once with every use of it. Taking
+/// turns keeps each gate's chain of operations interleaved with the others', so the processor
+/// always has independent operations to run; one gate's operands in a row would be one chain.
+/// `lists` holds each gate's operation and operands, the `members` computed whole first, then
+/// the gates computed in part, whose operands all come up in the members' turns.
+///
+/// Slots that the same two or more groups read (all joining with the same operation) form a
+/// block, emitted whole when the first of them comes: folded once into a partial value, which
+/// each of those groups then takes as one operand. That saves a load and an operation per
+/// slot and group beyond the first.
+fn interleave(
+    lists: &[(Op, &[Lit])],
+    members: usize,
+    uses: &mut Vec<(u32, u32, Lit)>,
+    parts: &mut Vec<Part>,
+) {
+    let mut by_slot: FxHashMap<u32, Vec<(u32, Lit)>> = FxHashMap::default();
+    let mut left: Vec<usize> = Vec::with_capacity(lists.len());
+    for (m, (_, operands)) in lists.iter().enumerate() {
+        for &lit in operands.iter() {
+            by_slot.entry(lit.slot()).or_default().push((m as u32, lit));
+        }
+        left.push(operands.len());
+    }
+    // Within the positive group a gate's own operation joins; within the negated group, the
+    // dual one.
+    let joins_and = |m: u32, lit: Lit| (lists[m as usize].0 == Op::And) != lit.is_negated();
+    // The blocks: the slots of each set of groups, in the order the members list them.
+    type Key = (bool, Vec<(u32, bool)>);
+    let mut blocks: FxHashMap<Key, Vec<u32>> = FxHashMap::default();
+    let mut block_of: FxHashMap<u32, Key> = FxHashMap::default();
+    for (m, (_, operands)) in lists.iter().enumerate().take(members) {
+        for &lit in operands.iter() {
+            let slot = lit.slot();
+            if block_of.contains_key(&slot) {
+                continue;
+            }
+            let all = &by_slot[&slot];
+            let and = joins_and(m as u32, lit);
+            let mut groups: Vec<(u32, bool)> = all.iter().map(|&(m, l)| (m, l.is_negated())).collect();
+            groups.sort_unstable();
+            groups.dedup();
+            let uniform = all.iter().all(|&(m, l)| joins_and(m, l) == and);
+            if uniform && groups.len() == all.len() && groups.len() > 1 {
+                let key = (and, groups);
+                blocks.entry(key.clone()).or_default().push(slot);
+                block_of.insert(slot, key);
+            }
+        }
+    }
+    let mut cursor = vec![0usize; members];
+    loop {
+        let mut progress = false;
+        for (m, (_, operands)) in lists.iter().enumerate().take(members) {
+            // Skip slots an earlier turn took (with all their uses).
+            while cursor[m] < operands.len() && !by_slot.contains_key(&operands[cursor[m]].slot()) {
+                cursor[m] += 1;
+            }
+            let Some(lit) = operands.get(cursor[m]) else {
+                continue;
+            };
+            progress = true;
+            let start = uses.len();
+            let block = block_of.get(&lit.slot()).cloned();
+            let slots = match &block {
+                Some(key) => blocks.remove(key).unwrap_or_default(),
+                None => vec![lit.slot()],
+            };
+            let mut done = Vec::new();
+            for slot in slots {
+                if let Some(all) = by_slot.remove(&slot) {
+                    for (m, lit) in all {
+                        uses.push((slot, m, lit));
+                        left[m as usize] -= 1;
+                        if m as usize >= members && left[m as usize] == 0 {
+                            done.push(m);
+                        }
+                    }
+                }
+            }
+            match parts.last_mut() {
+                // Plain uses in a row make one part.
+                Some(last) if block.is_none() && last.block.is_none() && last.uses.end == start => {
+                    last.uses.end = uses.len();
+                    last.done.extend(done);
+                }
+                _ => parts.push(Part {
+                    uses: start..uses.len(),
+                    block,
+                    done,
+                }),
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+}
+
+/// Emits `gates`: each gate's value computed and stored into its slot, each after the gates it
+/// reads.
 pub(super) fn emit(
     b: &mut FunctionBuilder,
     base: Value,
@@ -163,55 +557,118 @@ pub(super) fn emit(
     gates: &[u32],
     shape: Shape,
 ) {
-    let next = if shape.keep > 0 {
-        next_reads(program, gates)
-    } else {
-        Vec::new()
-    };
+    let steps = steps(program, gates, shape.cluster, shape.partial);
+    // Needed even with nothing kept: a partial value is stored only when it leaves the
+    // registers while still to be read.
+    let next = next_reads(&events(program, &steps));
     let next_at = |i: usize| next.get(i).copied().unwrap_or(NEVER);
     let mut kept = Kept {
         entries: Vec::with_capacity(shape.keep + 1),
         capacity: shape.keep,
     };
     let mut position = 0;
-    let mut order: Vec<usize> = Vec::new();
-    for &g in gates {
-        let g = g as usize;
-        let op = program.gates[g].op;
-        // The program validated, so every gate's operand run is in bounds.
-        let operands = program.gate_operands(g).unwrap_or(&[]);
-        let negated = operands.iter().filter(|l| l.is_negated()).count();
-        // Within the positive group the gate's own operation joins; within the negated group,
-        // the dual one.
-        let mut positive = Group::new(operands.len() - negated, op == Op::And, shape.accumulators);
-        let mut inverted = Group::new(negated, op == Op::Or, shape.accumulators);
-        // Kept values first: a chain that starts with one needs no load to start.
-        order.clear();
-        order.extend(0..operands.len());
-        order.sort_by_key(|&i| kept.get(operands[i].slot()).is_none());
-        for &i in &order {
-            let lit = operands[i];
-            let slot = lit.slot();
-            let group = if lit.is_negated() {
-                &mut inverted
-            } else {
-                &mut positive
-            };
-            let v = match kept.get(slot) {
-                Some(v) => v,
-                None => super::load(b, base, width, slot),
-            };
-            kept.note(slot, v, next_at(position + i));
-            group.push(b, v);
+    let mut runs: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
+    let mut folds: Vec<(Group, Group)> = Vec::new();
+    for step in &steps {
+        // Each gate's groups: with several gates in the step, their chains already run side by
+        // side, so each gets a share of the accumulators.
+        let most = shape.accumulators.div_ceil(step.members);
+        folds.clear();
+        for (m, &g) in step.gates.iter().enumerate() {
+            let op = program.gates[g as usize].op;
+            let of_gate = || step.uses.iter().filter(|u| u.1 == m as u32);
+            let negated = of_gate().filter(|u| u.2.is_negated()).count();
+            let most = if m < step.members { most } else { 1 };
+            // Within the positive group the gate's own operation joins; within the negated
+            // group, the dual one.
+            folds.push((
+                Group::new(of_gate().count() - negated, op == Op::And, most),
+                Group::new(negated, op == Op::Or, most),
+            ));
         }
-        position += operands.len();
-        let (p, n) = (positive.finish(b), inverted.finish(b));
-        let v = combine(b, width, op, p, n);
-        let slot = program.gate_slot(g);
-        super::store(b, base, width, slot, v);
-        kept.note(slot, v, next_at(position));
-        position += 1;
+        for part in &step.parts {
+            let uses = &step.uses[part.uses.clone()];
+            runs.clear();
+            runs.extend(reads(uses).enumerate().map(|(i, r)| (r, position + i)));
+            position += runs.len();
+            match &part.block {
+                None => {
+                    // Kept values first: a chain that starts with one needs no load to start.
+                    runs.sort_by_key(|(r, _)| kept.get(uses[r.start].0).is_none());
+                    for (run, at) in runs.drain(..) {
+                        let slot = uses[run.start].0;
+                        let v = read(b, base, width, &mut kept, slot, next_at(at));
+                        for &(_, m, lit) in &uses[run] {
+                            let (positive, inverted) = &mut folds[m as usize];
+                            if lit.is_negated() {
+                                inverted.push(b, v);
+                            } else {
+                                positive.push(b, v);
+                            }
+                        }
+                    }
+                }
+                Some((and, groups)) => {
+                    let mut block = Group::new(runs.len(), *and, shape.accumulators);
+                    for (run, at) in runs.drain(..) {
+                        let slot = uses[run.start].0;
+                        let v = read(b, base, width, &mut kept, slot, next_at(at));
+                        block.push(b, v);
+                    }
+                    if let Some(v) = block.finish(b) {
+                        for &(m, negated) in groups {
+                            let (positive, inverted) = &mut folds[m as usize];
+                            if negated {
+                                inverted.push(b, v);
+                            } else {
+                                positive.push(b, v);
+                            }
+                        }
+                    }
+                }
+            }
+            // Partial values are stored as soon as complete, so they hold no register.
+            for &m in &part.done {
+                let empty = (Group::new(0, false, 1), Group::new(0, false, 1));
+                let (positive, inverted) = std::mem::replace(&mut folds[m as usize], empty);
+                // A gate is computed in part from one of its groups.
+                if let Some(v) = positive.finish(b).or(inverted.finish(b)) {
+                    // The partial value goes to memory only if it leaves the registers before
+                    // its gate's step reads it.
+                    let slot = program.gate_slot(step.gates[m as usize] as usize);
+                    if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(true)) {
+                        super::store(b, base, width, slot, value);
+                    }
+                }
+                position += 1;
+            }
+        }
+        for (&g, (positive, inverted)) in step.gates.iter().zip(folds.drain(..step.members)) {
+            let op = program.gates[g as usize].op;
+            let (p, n) = (positive.finish(b), inverted.finish(b));
+            let v = combine(b, width, op, p, n);
+            let slot = program.gate_slot(g as usize);
+            super::store(b, base, width, slot, v);
+            if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(false)) {
+                super::store(b, base, width, slot, value);
+            }
+            position += 1;
+        }
     }
+}
+
+/// The value of `slot`: the register that holds it, or a load; then notes when it is read next.
+fn read(b: &mut FunctionBuilder, base: Value, width: Width, kept: &mut Kept, slot: u32, next: u32) -> Value {
+    let v = match kept.get(slot) {
+        Some(v) => v,
+        None => super::load(b, base, width, slot),
+    };
+    // A value read again keeps its place in memory or not; nothing is dropped unstored here
+    // that a store would not have to follow, so store it.
+    if let Some((slot, value)) = kept.note(slot, v, next, None) {
+        super::store(b, base, width, slot, value);
+    }
+    v
 }
 
 /// A gate's value from its folded groups: with `P` the positive and `N` the negated operands,
@@ -242,16 +699,22 @@ mod tests {
     use super::*;
     use cranelift_codegen::ir::{types, Function};
     use cranelift_frontend::FunctionBuilderContext;
-    use propjet_runtime::{Gate, Layout, Lit};
+    use propjet_runtime::{Gate, Layout};
 
     /// A program of two bases (slots 2 and 3) and the given gates, each an AND of its operand
     /// slots.
     fn program(gates: &[&[u32]]) -> Program {
+        let gates: Vec<(Op, &[u32])> = gates.iter().map(|&ops| (Op::And, ops)).collect();
+        program_with(2, &gates)
+    }
+
+    /// A program of `bases` bases (slots 2 and up) and the given gates over positive operands.
+    fn program_with(bases: usize, gates: &[(Op, &[u32])]) -> Program {
         let mut operands = Vec::new();
         let mut list = Vec::new();
-        for ops in gates {
+        for &(op, ops) in gates {
             list.push(Gate {
-                op: Op::And,
+                op,
                 start: operands.len() as u32,
                 len: ops.len() as u32,
             });
@@ -260,7 +723,7 @@ mod tests {
         let mut program = Program {
             layout: Layout {
                 roles: Vec::new(),
-                bases: vec!["a".into(), "b".into()],
+                bases: (0..bases).map(|b| format!("(b {b})")).collect(),
                 constant_facts: Vec::new(),
                 inputs: Vec::new(),
                 role_inputs: Vec::new(),
@@ -269,11 +732,11 @@ mod tests {
             },
             gates: list,
             operands,
-            init: vec![0],
+            init: vec![0; Layout::words(bases)],
             legal: Vec::new(),
             goals: Vec::new(),
             terminal: Lit::FALSE,
-            next: vec![Lit::FALSE, Lit::FALSE],
+            next: vec![Lit::FALSE; bases],
             views: Vec::new(),
             entry_gates: Default::default(),
         };
@@ -282,11 +745,86 @@ mod tests {
     }
 
     #[test]
+    fn wide_gates_sharing_operands_are_computed_together_and_later_gates_in_part() {
+        let g0: Vec<u32> = (2..22).collect();
+        let g2: Vec<u32> = (12..32).collect();
+        let mut g4: Vec<u32> = (30..42).collect();
+        g4.extend([43, 44]);
+        // Slots: bases 2..42, then g0 at 42, g1 at 43, g2 at 44, g3 at 45, g4 at 46.
+        let p = program_with(
+            40,
+            &[
+                (Op::Or, &g0),
+                (Op::And, &[2, 3]),
+                (Op::Or, &g2),
+                (Op::Or, &[2, 3, 4, 42]),
+                (Op::Or, &g4),
+            ],
+        );
+        let all = [0, 1, 2, 3, 4];
+        let found = steps(&p, &all, 2, true);
+        // g0 and g2 share ten operands; g3 reads g0, so it cannot join, but three of its four
+        // operands are g0's; g4 reads g1 and g2, which are not computed before the first step.
+        assert_eq!(found[0].gates, vec![0, 2, 3]);
+        assert_eq!(found[0].members, 2);
+        let covered: Vec<(u32, u32)> = found[0]
+            .uses
+            .iter()
+            .filter(|u| u.1 == 2)
+            .map(|u| (u.0, u.1))
+            .collect();
+        assert_eq!(covered, vec![(2, 2), (3, 2), (4, 2)]);
+        // The ten shared slots are one block feeding both wide gates.
+        let blocks: Vec<&Part> = found[0]
+            .parts
+            .iter()
+            .filter(|part| part.block.is_some())
+            .collect();
+        let shared = blocks
+            .iter()
+            .find(|part| {
+                part.block
+                    .as_ref()
+                    .is_some_and(|(and, groups)| !and && groups == &vec![(0, false), (1, false)])
+            })
+            .expect("a block of the shared slots");
+        let mut slots: Vec<u32> = found[0].uses[shared.uses.clone()].iter().map(|u| u.0).collect();
+        slots.dedup();
+        assert_eq!(slots, (12..22).collect::<Vec<u32>>());
+        // g3's own step reads its partial value (its own slot) and g0.
+        let step3 = found
+            .iter()
+            .find(|s| s.gates[..s.members].contains(&3))
+            .expect("g3 is computed");
+        let read: Vec<u32> = step3.uses.iter().map(|u| u.0).collect();
+        assert_eq!(read, vec![45, 42]);
+        // Every gate is computed whole once, after the gates it reads.
+        let mut done = Vec::new();
+        for step in &found {
+            for &g in &step.gates[..step.members] {
+                for lit in p.gate_operands(g as usize).expect("in bounds") {
+                    if let Some(h) = (lit.slot() as usize).checked_sub(p.first_gate_slot()) {
+                        assert!(done.contains(&(h as u32)), "gate {g} before gate {h}");
+                    }
+                }
+            }
+            done.extend_from_slice(&step.gates[..step.members]);
+        }
+        done.sort_unstable();
+        assert_eq!(done, all);
+        // One gate at a time without clusters, in order.
+        let alone = steps(&p, &all, 1, false);
+        let order: Vec<Vec<u32>> = alone.iter().map(|s| s.gates.clone()).collect();
+        assert_eq!(order, vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
+    }
+
+    #[test]
     fn next_reads_point_at_the_following_read_of_the_same_slot() {
         // Gates at slots 4, 5, 6: g4 = b2 & b3, g5 = b2 & g4, g6 = g4 & g5.
         let p = program(&[&[2, 3], &[2, 4], &[4, 5]]);
         // Events: 2 3 [4] 2 4 [5] 4 5 [6].
-        let next = next_reads(&p, &[0, 1, 2]);
+        let steps = steps(&p, &[0, 1, 2], 1, false);
+        let next = next_reads(&events(&p, &steps));
         assert_eq!(next, vec![3, NEVER, 4, NEVER, 6, 7, NEVER, NEVER, NEVER]);
     }
 
@@ -307,27 +845,52 @@ mod tests {
             entries: Vec::new(),
             capacity: 2,
         };
-        kept.note(10, v[0], 5);
-        kept.note(11, v[1], 9);
+        assert_eq!(kept.note(10, v[0], 5, None), None);
+        assert_eq!(kept.note(11, v[1], 9, None), None);
         // A third value read sooner than slot 11 pushes slot 11 out.
-        kept.note(12, v[2], 7);
+        assert_eq!(kept.note(12, v[2], 7, None), None);
         assert_eq!(kept.get(10), Some(v[0]));
         assert_eq!(kept.get(11), None);
         assert_eq!(kept.get(12), Some(v[2]));
         // One read later than everything kept is not kept at all.
-        kept.note(13, v[3], 50);
+        assert_eq!(kept.note(13, v[3], 50, None), None);
         assert_eq!(kept.get(13), None);
         assert_eq!(kept.entries.len(), 2);
         // A value never read again leaves.
-        kept.note(10, v[0], NEVER);
+        assert_eq!(kept.note(10, v[0], NEVER, None), None);
         assert_eq!(kept.get(10), None);
         // Nothing is kept with no room.
         let mut none = Kept {
             entries: Vec::new(),
             capacity: 0,
         };
-        none.note(10, v[0], 1);
+        assert_eq!(none.note(10, v[0], 1, None), None);
         assert_eq!(none.get(10), None);
+    }
+
+    #[test]
+    fn a_value_missing_from_memory_is_handed_back_when_dropped_before_its_read() {
+        let v = values(4);
+        let mut kept = Kept {
+            entries: Vec::new(),
+            capacity: 1,
+        };
+        // Unstored, read at 5: kept.
+        assert_eq!(kept.note(20, v[0], 5, Some(true)), None);
+        // Reading it keeps it unstored.
+        assert_eq!(kept.note(20, v[0], 8, None), None);
+        // A value read sooner pushes it out: the caller must store it.
+        assert_eq!(kept.note(21, v[1], 6, None), Some((20, v[0])));
+        // An unstored value read later than everything kept goes straight back.
+        assert_eq!(kept.note(22, v[2], 9, Some(true)), Some((22, v[2])));
+        // An unstored value never read again needs no store.
+        assert_eq!(kept.note(23, v[3], NEVER, Some(true)), None);
+        // Nothing kept: every unstored value comes back.
+        let mut none = Kept {
+            entries: Vec::new(),
+            capacity: 0,
+        };
+        assert_eq!(none.note(24, v[0], 3, Some(true)), Some((24, v[0])));
     }
 
     #[test]

@@ -98,6 +98,12 @@ pub struct Options {
     /// needs no load. Zero keeps none; more than the registers of the ISA makes Cranelift spill.
     /// The direct generator ignores it (it keeps each gate's result in a ring of registers).
     pub keep: usize,
+    /// The most wide gates Cranelift's code computes together, so that an operand several of
+    /// them read is loaded once (one: each gate alone). The direct generator ignores it.
+    pub cluster: usize,
+    /// Whether a cluster also computes in part the later gates that read several of its
+    /// operands (see `gates.rs`). The direct generator ignores it.
+    pub partial: bool,
 }
 
 impl Default for Options {
@@ -111,6 +117,8 @@ impl Default for Options {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
             backend: Backend::Cranelift,
             keep: 8,
+            cluster: 2,
+            partial: true,
         }
     }
 }
@@ -214,7 +222,7 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
         &plan,
         options.threads.max(1),
         backend,
-        options.keep,
+        shape(options),
     )?;
     let mut module = JITModule::new(JITBuilder::with_isa(isas.speed, default_libcall_names()));
     let defined = define(&mut module, &plan, compiled, x128).and_then(|(chunks, code_bytes)| {
@@ -437,7 +445,7 @@ fn compile_parallel(
     plan: &Plan,
     threads: usize,
     backend: Backend,
-    keep: usize,
+    shape: gates::Shape,
 ) -> Result<Vec<CompiledChunk>, LowerError> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
@@ -454,7 +462,7 @@ fn compile_parallel(
                     alignment: 16,
                 })
             } else {
-                compile_job(isas, &mut ctx, &mut fctx, program, job, keep)
+                compile_job(isas, &mut ctx, &mut fctx, program, job, shape)
             };
             let result = result.map_err(|message| LowerError::Codegen {
                 what: format!(
@@ -504,17 +512,13 @@ fn compile_job(
     fctx: &mut FunctionBuilderContext,
     program: &Program,
     job: &Job,
-    keep: usize,
+    shape: gates::Shape,
 ) -> Result<CompiledChunk, String> {
     // Every chunk is compiled without Cranelift's optimizer: `gates::emit` already places
     // each instruction where it should run, and the optimizer would move every operation of a
     // gate after all of its loads, which keeps the loaded values live across the gate (spills
     // on wide gates) and stops loads from becoming memory operands (see `doc/native.md`).
     let isa = &isas.plain;
-    let shape = gates::Shape {
-        keep,
-        accumulators: gates::ACCUMULATORS,
-    };
     ctx.clear();
     ctx.func.signature = chunk_signature(&**isa);
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
@@ -536,6 +540,16 @@ fn compile_job(
         bytes: code.code_buffer().to_vec(),
         alignment: u64::from(code.buffer.alignment),
     })
+}
+
+/// How Cranelift's code of a chunk keeps values and folds operands, from the options.
+fn shape(options: &Options) -> gates::Shape {
+    gates::Shape {
+        keep: options.keep,
+        accumulators: gates::ACCUMULATORS,
+        cluster: options.cluster.max(1),
+        partial: options.partial,
+    }
 }
 
 /// The signature of every chunk: one pointer, no result, the ISA's default (C) convention.

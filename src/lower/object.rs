@@ -31,8 +31,8 @@ use std::time::Instant;
 use target_lexicon::{Endianness, Triple};
 
 use super::{
-    chunk_signature, compile_parallel, configured_isa, supports_x128, Backend, Isas, LowerError, LowerStats,
-    Options, Plan,
+    chunk_signature, compile_parallel, configured_isa, shape, supports_x128, Backend, Isas, LowerError,
+    LowerStats, Options, Plan,
 };
 
 /// The symbol of the number of slots, a 64-bit unsigned integer.
@@ -148,7 +148,7 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
         &plan,
         options.threads.max(1),
         Backend::Cranelift,
-        options.keep,
+        shape(options),
     )?;
 
     let write = |e: ModuleError| ObjectError::Write(e.to_string());

@@ -25,6 +25,11 @@ pub struct Shape {
     pub views: usize,
     /// Whether every output is a constant instead of a random literal.
     pub constant_outputs: bool,
+    /// When not zero, every operand of a wide gate and half of those of the other gates come
+    /// from the first `pool` bases and inputs (or bases alone, for gates that read only the
+    /// state), so that gates share many operands and wide gates read no gate, as the wide
+    /// gates of chess-like games do.
+    pub pool: usize,
 }
 
 impl Shape {
@@ -40,6 +45,7 @@ impl Shape {
             goals: 4,
             views: 5,
             constant_outputs: false,
+            pool: 0,
         }
     }
 }
@@ -60,6 +66,33 @@ impl Pool {
             self.state_only.push(self.slots.len() as u32);
         }
         self.slots.push(reads_input);
+    }
+
+    /// A literal, random in sign, from the first `pool` bases and inputs (or bases alone when
+    /// `state_only`), or `None` when there are none.
+    fn pick_pooled(&self, rng: &mut Rng, state_only: bool, pool: usize, leaves: usize) -> Option<Lit> {
+        let slot = if state_only {
+            // The state-only slots start with the constants and then the bases.
+            let bases = self
+                .state_only
+                .iter()
+                .skip(2)
+                .take(pool)
+                .filter(|&&s| (s as usize) < leaves);
+            let count = bases.clone().count();
+            *bases.clone().nth(rng.below(count.max(1) as u32) as usize)?
+        } else {
+            let count = pool.min(leaves.saturating_sub(2));
+            if count == 0 {
+                return None;
+            }
+            2 + rng.below(count as u32)
+        };
+        Some(if rng.below(3) == 0 {
+            Lit::neg(slot)
+        } else {
+            Lit::pos(slot)
+        })
     }
 
     /// A literal, random in sign, from all slots or the state-only ones. Half of the time it is
@@ -132,7 +165,8 @@ pub fn random_program(shape: &Shape, seed: u64) -> Program {
     wide_at.sort_unstable();
     let (mut gates, mut operands) = (Vec::new(), Vec::new());
     for g in 0..shape.gates {
-        let len = if wide_at.binary_search(&g).is_ok() {
+        let wide = wide_at.binary_search(&g).is_ok();
+        let len = if wide {
             100 + rng.below(400) as usize
         } else {
             rng.below(shape.max_fanin as u32 + 1) as usize
@@ -142,8 +176,17 @@ pub fn random_program(shape: &Shape, seed: u64) -> Program {
         let state_only = rng.below(4) == 0;
         let start = operands.len() as u32;
         let mut reads_input = false;
+        let leaves = 2 + shape.bases + layout.inputs.len();
         for _ in 0..len {
-            let lit = pool.pick(&mut rng, state_only);
+            let pooled = if shape.pool > 0 && (wide || rng.below(2) == 0) {
+                pool.pick_pooled(&mut rng, state_only, shape.pool, leaves)
+            } else {
+                None
+            };
+            let lit = match pooled {
+                Some(lit) => lit,
+                None => pool.pick(&mut rng, state_only),
+            };
             reads_input |= pool.slots[lit.slot() as usize];
             operands.push(lit);
         }

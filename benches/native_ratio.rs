@@ -1,0 +1,213 @@
+//! Native code against the interpreter, undisturbed by other processes:
+//! `cargo bench --bench native_ratio [-- GAME[:ENTRY]...]`.
+//!
+//! On a machine shared with other work, a throughput measured over a second says as much about
+//! the other processes as about the code. This bench times many short batches of calls (about
+//! 20 µs each, well under a scheduler time slice) and keeps each engine's fastest batch: a batch
+//! that nobody interrupted, which is reproducible to a few percent under load. The engines and
+//! the lowering variants alternate in rounds in one process, so they see the same machine.
+//!
+//! For each game and entry (`next` unless `:legal`, `:terminal`, `:goals` or `:view` follows
+//! the name; by default connectFour, breakthrough, speedChess next and legal, reversi and hex
+//! from `../shared/games`), it prints the interpreter's states per second at 64 lanes, and for
+//! each lowering variant the ratio of native code at 64 and 128 lanes to it, with the lowering
+//! time. The variants: `default` (the default options) and `plain` (Cranelift's code computing
+//! one gate at a time, no gate in part: the code before clusters and partial values).
+//!
+//! Before timing, each variant's outputs are compared with the interpreter's on random arrays,
+//! so a fast wrong engine cannot look good.
+
+use propjet::lower::{self, Options};
+use propjet::{compile, gdl};
+use propjet_runtime::{Entry, Interpreter, Lanes, Native, Program, Rng, Width};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The length of one timed batch.
+const BATCH: Duration = Duration::from_micros(20);
+/// Batches per engine per round.
+const BATCHES: usize = 500;
+/// Rounds over all engines.
+const ROUNDS: usize = 8;
+
+/// Runs `call` in batches of about [`BATCH`] and lowers `best` to the fastest time per call.
+fn fastest(mut call: impl FnMut(), best: &mut f64) {
+    call();
+    let start = Instant::now();
+    call();
+    let one = start.elapsed().as_secs_f64().max(1e-8);
+    let per_batch = ((BATCH.as_secs_f64() / one) as usize).max(1);
+    for _ in 0..BATCHES {
+        let start = Instant::now();
+        for _ in 0..per_batch {
+            call();
+        }
+        *best = best.min(start.elapsed().as_secs_f64() / per_batch as f64);
+    }
+}
+
+fn variants() -> Vec<(&'static str, Options)> {
+    let default = Options {
+        verifier: false,
+        threads: 1,
+        ..Options::default()
+    };
+    let plain = Options {
+        cluster: 1,
+        partial: false,
+        ..default.clone()
+    };
+    vec![("default", default), ("plain", plain)]
+}
+
+/// Random words in every base and input slot of `lanes`.
+fn randomize(program: &Program, lanes: &mut Lanes, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for slot in 2..program.first_gate_slot() as u32 {
+        if let Some(words) = lanes.slot_mut(slot) {
+            for w in words {
+                *w = rng.next_u64();
+            }
+        }
+    }
+}
+
+/// Whether `native` computes what the interpreter computes for `entry` on random words in every
+/// slot, at 64 lanes and at 128 (each half compared).
+fn agrees(interp: &Interpreter, native: &Native, entry: Entry) -> bool {
+    let program = interp.program();
+    let mut rng = Rng::new(99);
+    let mut expected: Vec<u64> = (0..program.num_slots()).map(|_| rng.next_u64()).collect();
+    expected[0] = 0;
+    expected[1] = u64::MAX;
+    let mut got = expected.clone();
+    if interp.eval(entry, &mut expected).is_err() || native.eval(entry, &mut got).is_err() {
+        return false;
+    }
+    if expected != got {
+        return false;
+    }
+    let Ok(mut lanes) = native.lanes(Width::X128) else {
+        return true;
+    };
+    for w in lanes.words_mut() {
+        *w = rng.next_u64();
+    }
+    let before = lanes.words().to_vec();
+    if native.eval_lanes(entry, &mut lanes).is_err() {
+        return false;
+    }
+    (0..2).all(|half| {
+        let mut values: Vec<u64> = (0..program.num_slots()).map(|s| before[s * 2 + half]).collect();
+        values[0] = 0;
+        values[1] = u64::MAX;
+        interp.eval(entry, &mut values).is_ok()
+            && (0..program.num_slots()).all(|s| values[s] == lanes.words()[s * 2 + half])
+    })
+}
+
+fn entry_named(name: &str) -> Option<Entry> {
+    Entry::ALL
+        .into_iter()
+        .find(|e| format!("{e:?}").eq_ignore_ascii_case(name))
+}
+
+fn measure(game: &str, entry: Entry) -> Result<(), String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../shared/games/{game}.kif"));
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let desc = gdl::parse(&text).map_err(|e| format!("{game}: {e}"))?;
+    let compiled =
+        compile::compile(&desc, &compile::Options::default()).map_err(|e| format!("{game}: {e}"))?;
+    let program = Arc::new(compiled.program);
+    let interp = Interpreter::new(Arc::clone(&program)).map_err(|e| e.to_string())?;
+    let mut values = vec![0u64; program.num_slots()];
+    let mut rng = Rng::new(7);
+    for v in &mut values[2..program.first_gate_slot()] {
+        *v = rng.next_u64();
+    }
+    values[1] = u64::MAX;
+    let mut engines = Vec::new();
+    for (name, options) in variants() {
+        let start = Instant::now();
+        let lowered = lower::lower(Arc::clone(&program), &options).map_err(|e| e.to_string())?;
+        let time = start.elapsed();
+        if !agrees(&interp, &lowered.native, entry) {
+            return Err(format!("{game}: the {name} code disagrees with the interpreter"));
+        }
+        let native = lowered.native;
+        let mut narrow = native.lanes(Width::X64).map_err(|e| e.to_string())?;
+        randomize(&program, &mut narrow, 11);
+        let wide = native.lanes(Width::X128).ok().map(|mut lanes| {
+            randomize(&program, &mut lanes, 12);
+            lanes
+        });
+        engines.push((name, native, narrow, wide, time, [f64::MAX; 2]));
+    }
+    let mut interp_best = f64::MAX;
+    for _ in 0..ROUNDS {
+        fastest(
+            || {
+                let _ = interp.eval(entry, black_box(&mut values));
+            },
+            &mut interp_best,
+        );
+        for (_, native, narrow, wide, _, best) in &mut engines {
+            fastest(
+                || {
+                    let _ = native.eval_lanes(entry, black_box(&mut *narrow));
+                },
+                &mut best[0],
+            );
+            if let Some(wide) = wide {
+                fastest(
+                    || {
+                        let _ = native.eval_lanes(entry, black_box(&mut *wide));
+                    },
+                    &mut best[1],
+                );
+            }
+        }
+    }
+    let interp_rate = 64.0 / interp_best;
+    print!("{game} {entry:?}: interp {:.2} M states/s", interp_rate / 1e6);
+    for (name, _, _, wide, time, best) in &engines {
+        print!(" | {name}: {:.2}x", 64.0 / best[0] / interp_rate);
+        if wide.is_some() {
+            print!(" {:.2}x", 128.0 / best[1] / interp_rate);
+        }
+        print!(" (lowered in {} ms)", time.as_millis());
+    }
+    println!();
+    Ok(())
+}
+
+fn main() {
+    // Cargo passes `--bench` to a bench without a harness; every other argument names a game.
+    let mut games: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if games.is_empty() {
+        games = [
+            "connectFour",
+            "breakthrough",
+            "speedChess",
+            "speedChess:legal",
+            "reversi",
+            "hex",
+        ]
+        .map(String::from)
+        .to_vec();
+    }
+    for spec in &games {
+        let (game, entry) = spec.split_once(':').unwrap_or((spec, "next"));
+        let Some(entry) = entry_named(entry) else {
+            eprintln!("{spec}: no entry named {entry}");
+            continue;
+        };
+        if let Err(e) = measure(game, entry) {
+            eprintln!("{e}");
+        }
+    }
+}
