@@ -13,6 +13,9 @@
 //! [`Totals::fingerprint`] are then equal on every engine that computes the game correctly:
 //! that is the differential check of the drivers.
 //!
+//! A rollout that reaches a dead end (a non-terminal state where a role has no legal move)
+//! ends there or fails the batch, as [`Plan::stall`] says, alike on every driver.
+//!
 //! The propnet engines number moves alike (the [`Layout`]'s input order). An engine with its
 //! own numbering, such as the GDL-level reference evaluator, is put in that order by
 //! [`InputOrder`] to replay the same rollouts.
@@ -39,7 +42,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::interp::neg_mask;
-use crate::playout::random_walk;
+use crate::playout::{random_walk, Stall};
 use crate::rng::mix64;
 use crate::{
     Entry, FactIdx, Interpreter, LaneError, Layout, Machine, MachineError, MoveIdx, Native, NativeError,
@@ -121,6 +124,9 @@ pub struct Plan<'a, S> {
     pub max_depth: u32,
     /// What a terminal state without exactly one goal value for a role counts as.
     pub goals: GoalRule,
+    /// What a non-terminal state where a role has no legal move does: end the rollout there
+    /// (counted as stalled) or fail the batch.
+    pub stall: Stall,
 }
 
 /// What a rollout's goal is when a role has no goal value or several at its terminal state,
@@ -143,6 +149,9 @@ pub struct Totals {
     pub rollouts: u64,
     /// Joint moves played (next-state computations), summed over the rollouts.
     pub state_changes: u64,
+    /// How many of the rollouts ended in a dead end (a non-terminal state where a role had no
+    /// legal move, with [`Stall::End`]) rather than in a terminal state.
+    pub stalled: u64,
     /// Each role's goal at the end, summed over the rollouts.
     pub goals: Vec<u64>,
     /// The wrapping sum over rollouts of a hash of (index, depth, goals): equal fingerprints
@@ -156,17 +165,24 @@ impl Totals {
         Totals {
             rollouts: 0,
             state_changes: 0,
+            stalled: 0,
             goals: vec![0; roles],
             fingerprint: 0,
         }
     }
 
-    /// Adds rollout `index`, which ended after `depth` joint moves with `goals`.
-    pub fn add(&mut self, index: u64, goals: &[u32], depth: u32) {
+    /// Adds rollout `index`, which ended after `depth` joint moves with `goals`, in a terminal
+    /// state or, when `stalled`, in a dead end.
+    pub fn add(&mut self, index: u64, goals: &[u32], depth: u32, stalled: bool) {
         self.rollouts += 1;
         self.state_changes += u64::from(depth);
+        self.stalled += u64::from(stalled);
         let mut h = mix64(index ^ 0xD6E8_FEB8_6659_FD93);
         h = mix64(h ^ u64::from(depth));
+        if stalled {
+            // A rollout that stalled differs from one that ended alike in a terminal state.
+            h = mix64(h ^ 0x5157_A11E_D000_0001);
+        }
         for (total, &g) in self.goals.iter_mut().zip(goals) {
             *total += u64::from(g);
             h = mix64(h ^ u64::from(g));
@@ -178,6 +194,7 @@ impl Totals {
     pub fn merge(&mut self, other: &Totals) {
         self.rollouts += other.rollouts;
         self.state_changes += other.state_changes;
+        self.stalled += other.stalled;
         for (a, b) in self.goals.iter_mut().zip(&other.goals) {
             *a += b;
         }
@@ -277,16 +294,25 @@ pub fn machine_rollouts<M: Machine + ?Sized>(
         let start = &plan.starts[(index % plan.starts.len() as u64) as usize];
         let mut rng = Rng::for_rollout(plan.seed, index);
         let fail = |error| RolloutError::Playout { index, error };
-        let (end, depth) = random_walk(machine, start, &mut rng, plan.max_depth).map_err(fail)?;
+        let walk = random_walk(machine, start, &mut rng, plan.max_depth, plan.stall).map_err(fail)?;
         goals.clear();
-        match plan.goals {
-            GoalRule::Exact => goals.extend(machine.goals(&end).map_err(|e| fail(e.into()))?),
-            GoalRule::HighestOrZero => goals.extend((0..machine.roles().len()).map(|r| {
-                let values = machine.goal_values(&end, RoleIdx::from_index(r));
-                values.iter().copied().max().unwrap_or(0)
-            })),
+        for r in 0..machine.roles().len() {
+            let values = machine.goal_values(&walk.state, RoleIdx::from_index(r));
+            let goal = match (values.as_slice(), plan.goals) {
+                ([v], _) => *v,
+                // A dead end need not define goals: a role without one scores 0.
+                ([], _) if walk.stalled => 0,
+                (_, GoalRule::HighestOrZero) => values.iter().copied().max().unwrap_or(0),
+                (_, GoalRule::Exact) => {
+                    return Err(fail(PlayoutError::Machine(MachineError::GoalNotUnique {
+                        role: machine.roles()[r].clone(),
+                        values,
+                    })))
+                }
+            };
+            goals.push(goal);
         }
-        totals.add(index, &goals, depth);
+        totals.add(index, &goals, walk.depth, walk.stalled);
     }
     Ok(totals)
 }
@@ -567,6 +593,8 @@ fn drive<const W: usize, B: Batch>(
     // Per role, the legal moves of the lanes that had several, per word, over recent steps.
     let mut mean_legal = vec![0f32; roles];
     let mut next_values = vec![0u64; bases * W];
+    // Per role, the lanes with at least one legal move and those with at least two.
+    let mut movers = vec![([0u64; W], [0u64; W]); roles];
     let mut goals = vec![0u32; roles];
     let mut goal_seen = vec![0u8; roles];
     let mut step = 0u64;
@@ -643,16 +671,23 @@ fn drive<const W: usize, B: Batch>(
                     });
                     return;
                 }
-                if let Err(error) =
-                    read_goals::<W>(program, plan.goals, words, j, bit, &mut goals, &mut goal_seen)
-                {
+                if let Err(error) = read_goals::<W>(
+                    program,
+                    plan.goals,
+                    false,
+                    words,
+                    j,
+                    bit,
+                    &mut goals,
+                    &mut goal_seen,
+                ) {
                     failure = Some(RolloutError::Playout {
                         index: t.index[lane],
                         error,
                     });
                     return;
                 }
-                totals.add(t.index[lane], &goals, depth as u32);
+                totals.add(t.index[lane], &goals, depth as u32, false);
                 match source.claim() {
                     Some(i) => {
                         t.start::<W>(plan, words, lane, i, step, bases);
@@ -698,10 +733,10 @@ fn drive<const W: usize, B: Batch>(
         clock.lap(&mut phases.legal);
 
         let words = batch.words();
-        words[first_input * W..first_gate * W].fill(0);
-        for (r, range) in layout.role_inputs.iter().enumerate() {
-            // Which lanes have at least one legal move, and which at least two.
-            let (mut one, mut two) = ([0u64; W], [0u64; W]);
+        // Which lanes have at least one legal move, and which at least two, per role.
+        let mut stuck = [0u64; W];
+        for (range, (one, two)) in layout.role_inputs.iter().zip(movers.iter_mut()) {
+            (*one, *two) = ([0u64; W], [0u64; W]);
             for i in range.start..range.end {
                 let lit = program.legal[i as usize];
                 let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
@@ -711,25 +746,93 @@ fn drive<const W: usize, B: Batch>(
                     one[j] |= w;
                 }
             }
-            if one != active {
-                let mut missing = [0u64; W];
-                for j in 0..W {
-                    missing[j] = active[j] & !one[j];
+            for j in 0..W {
+                stuck[j] |= active[j] & !one[j];
+            }
+        }
+        if any(&stuck) {
+            // Dead ends: a role of these lanes has no legal move in a non-terminal state.
+            match plan.stall {
+                Stall::Error => {
+                    for (r, (one, _)) in movers.iter().enumerate() {
+                        let mut missing = [0u64; W];
+                        for j in 0..W {
+                            missing[j] = active[j] & !one[j];
+                        }
+                        let mut first = None;
+                        for_each_lane(&missing, |j, bit| {
+                            first.get_or_insert(j * 64 + bit);
+                        });
+                        if let Some(lane) = first {
+                            return Err(RolloutError::Playout {
+                                index: t.index[lane],
+                                error: PlayoutError::NoLegalMove {
+                                    role: layout.roles[r].clone(),
+                                    depth: (step - t.started[lane]) as u32,
+                                },
+                            });
+                        }
+                    }
                 }
-                let mut first = None;
-                for_each_lane(&missing, |j, bit| {
-                    first.get_or_insert(j * 64 + bit);
-                });
-                if let Some(lane) = first {
-                    return Err(RolloutError::Playout {
-                        index: t.index[lane],
-                        error: PlayoutError::NoLegalMove {
-                            role: layout.roles[r].clone(),
-                            depth: (step - t.started[lane]) as u32,
-                        },
+                Stall::End => {
+                    // The stuck lanes end their rollouts here, with the goals of this state,
+                    // and restart; then the step begins again (terminal and legal of the
+                    // restarted lanes), which the other lanes, whose state has not changed and
+                    // who have drawn nothing yet, go through unchanged. Dead ends are rare, so
+                    // the repeated entries cost little.
+                    clock.lap(&mut phases.choose);
+                    batch.eval(Entry::Goals)?;
+                    let words = batch.words();
+                    let mut failure = None;
+                    for_each_lane(&stuck, |j, bit| {
+                        if failure.is_some() {
+                            return;
+                        }
+                        let lane = j * 64 + bit;
+                        let depth = step - t.started[lane];
+                        // One state at a time, a rollout at the depth limit fails before its
+                        // legal moves are looked at.
+                        let outcome = if depth >= u64::from(plan.max_depth) {
+                            Err(PlayoutError::DepthLimit(plan.max_depth))
+                        } else {
+                            read_goals::<W>(
+                                program,
+                                plan.goals,
+                                true,
+                                words,
+                                j,
+                                bit,
+                                &mut goals,
+                                &mut goal_seen,
+                            )
+                        };
+                        if let Err(error) = outcome {
+                            failure = Some(RolloutError::Playout {
+                                index: t.index[lane],
+                                error,
+                            });
+                            return;
+                        }
+                        totals.add(t.index[lane], &goals, depth as u32, true);
+                        match source.claim() {
+                            Some(i) => {
+                                t.start::<W>(plan, words, lane, i, step, bases);
+                                fresh[j] |= 1 << bit;
+                            }
+                            None => active[j] &= !(1u64 << bit),
+                        }
                     });
+                    if let Some(failure) = failure {
+                        return Err(failure);
+                    }
+                    restart_all(words, &fresh);
+                    clock.lap(&mut phases.goals);
+                    continue;
                 }
             }
+        }
+        words[first_input * W..first_gate * W].fill(0);
+        for ((r, range), &(one, two)) in layout.role_inputs.iter().enumerate().zip(movers.iter()) {
             // Lanes with a single legal move play it, set for all of them at once; their
             // generators still make the one draw that `below(1)` makes.
             let mut single = [0u64; W];
@@ -917,10 +1020,13 @@ fn choose_by_transposing<const W: usize>(
 }
 
 /// Reads the goal of every role in lane `64 * j + bit` after the goals entry ran: exactly one
-/// value per role, as [`Machine::goals`] demands, or as `rule` says otherwise.
+/// value per role, as [`Machine::goals`] demands, or as `rule` says otherwise. In a dead end
+/// (`stalled`), a role without a goal value scores 0.
+#[allow(clippy::too_many_arguments)]
 fn read_goals<const W: usize>(
     program: &Program,
     rule: GoalRule,
+    stalled: bool,
     words: &[u64],
     j: usize,
     bit: usize,
@@ -942,15 +1048,24 @@ fn read_goals<const W: usize>(
             goals[r] = goals[r].max(value);
         }
     }
-    if rule == GoalRule::HighestOrZero {
+    if rule == GoalRule::HighestOrZero || stalled {
+        // A role without a goal value scores 0: by the rule, or because a dead end need not
+        // define goals.
         for (goal, &s) in goals.iter_mut().zip(seen.iter()) {
             if s == 0 {
                 *goal = 0;
             }
         }
+    }
+    let missing = if rule == GoalRule::HighestOrZero || stalled {
+        None
+    } else {
+        seen.iter().position(|&s| s == 0)
+    };
+    if rule == GoalRule::HighestOrZero {
         return Ok(());
     }
-    let role = match (conflict, seen.iter().position(|&s| s == 0)) {
+    let role = match (conflict, missing) {
         (Some(r), _) | (None, Some(r)) => r,
         (None, None) => return Ok(()),
     };
