@@ -177,6 +177,16 @@ impl Row {
             Row::NativeLanes(Width::X128) => "native lanes 128",
         }
     }
+
+    /// The rollouts started before `deadline`: the drivers that play one state at a time
+    /// read the clock at every rollout, since one rollout of theirs can take seconds on a
+    /// large game; the lane drivers every few rollouts.
+    fn source(self, deadline: Instant) -> RolloutSource {
+        match self {
+            Row::Reference | Row::Interp | Row::NativeSingle => RolloutSource::until_each(deadline),
+            _ => RolloutSource::until(deadline),
+        }
+    }
 }
 
 /// What one driver thread returns.
@@ -437,7 +447,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
     let budget = Duration::from_secs_f64(args.seconds);
     let mut runs = Vec::new();
     for &row in &rows {
-        let source = RolloutSource::until(Instant::now() + budget);
+        let source = row.source(Instant::now() + budget);
         let run = setup
             .run(
                 row,
@@ -637,7 +647,7 @@ fn perf_test_lines(args: &PerfTestArgs) -> Result<String, String> {
         // The fastest engine of a game the compiler cannot handle is the reference evaluator.
         Err(_) => Row::Reference,
     };
-    let source = RolloutSource::until(Instant::now() + Duration::from_secs_f64(seconds));
+    let source = row.source(Instant::now() + Duration::from_secs_f64(seconds));
     let run = setup
         .run(row, 1, &source, 1, false, None)
         .map_err(|e| format!("{}: {e}", row.name()))?;

@@ -61,6 +61,8 @@ pub struct RolloutSource {
     closed: AtomicBool,
     limit: u64,
     deadline: Option<Instant>,
+    /// The clock is read on claims that are a multiple of this.
+    check_every: u64,
 }
 
 impl RolloutSource {
@@ -71,6 +73,7 @@ impl RolloutSource {
             closed: AtomicBool::new(false),
             limit: count,
             deadline: None,
+            check_every: DEADLINE_CHECK_CLAIMS,
         }
     }
 
@@ -82,6 +85,19 @@ impl RolloutSource {
             closed: AtomicBool::new(false),
             limit: u64::MAX,
             deadline: Some(deadline),
+            check_every: DEADLINE_CHECK_CLAIMS,
+        }
+    }
+
+    /// Rollouts `0, 1, 2…` started before `deadline`, the clock read on every claim: for
+    /// drivers that play one state at a time, whose rollouts may each take longer than
+    /// reading the clock by far (the reference evaluator on a large game takes seconds per
+    /// rollout, and [`RolloutSource::until`] would start [`DEADLINE_CHECK_CLAIMS`] of them
+    /// whatever the deadline).
+    pub fn until_each(deadline: Instant) -> RolloutSource {
+        RolloutSource {
+            check_every: 1,
+            ..RolloutSource::until(deadline)
         }
     }
 
@@ -98,7 +114,7 @@ impl RolloutSource {
             return None;
         }
         if let Some(deadline) = self.deadline {
-            if i.is_multiple_of(DEADLINE_CHECK_CLAIMS) && Instant::now() >= deadline {
+            if i.is_multiple_of(self.check_every) && Instant::now() >= deadline {
                 self.closed.store(true, Ordering::Relaxed);
                 return None;
             }
@@ -996,27 +1012,82 @@ fn choose_by_transposing<const W: usize>(
             rngs[j * 64 + bit].next_u64();
         });
         for_each_lane(&[two[j]], |_, bit| {
-            let count: u32 = (0..blocks).map(|b| sets[b * 64 + bit].count_ones()).sum();
+            // The byte-wise running counts of each block give the lane's count and then the
+            // chosen bit without a loop over set bits.
+            let mut prefixes = [0u64; TRANSPOSE_MAX_INPUTS / 64];
+            let mut count = 0;
+            for (b, prefix) in prefixes.iter_mut().enumerate().take(blocks) {
+                *prefix = byte_prefix_counts(sets[b * 64 + bit]);
+                count += (*prefix >> 56) as u32;
+            }
             lanes += 1;
             moves += count;
             let mut k = rngs[j * 64 + bit].below(count);
-            for b in 0..blocks {
-                let mut set = sets[b * 64 + bit];
-                let here = set.count_ones();
+            for (b, &prefix) in prefixes.iter().enumerate().take(blocks) {
+                let here = (prefix >> 56) as u32;
                 if k >= here {
                     k -= here;
                     continue;
                 }
-                for _ in 0..k {
-                    set &= set - 1;
-                }
-                let input = range.start as usize + b * 64 + set.trailing_zeros() as usize;
+                let position = select_bit(sets[b * 64 + bit], prefix, k);
+                let input = range.start as usize + b * 64 + position as usize;
                 words[(first_input + input) * W + j] |= 1u64 << bit;
                 break;
             }
         });
     }
     (lanes, moves)
+}
+
+/// Every byte of a word holding 1.
+const BYTES_ONE: u64 = 0x0101_0101_0101_0101;
+/// Every byte of a word holding its top bit.
+const BYTES_HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The running counts of set bits of `x` by bytes: byte `i` holds the set bits of bytes `0..=i`
+/// (so the top byte is the popcount). The per-byte counts by the usual halving sums, then a
+/// multiplication by `0x0101…` adds each byte into all bytes above it.
+#[inline]
+fn byte_prefix_counts(x: u64) -> u64 {
+    let a = x - ((x >> 1) & 0x5555_5555_5555_5555);
+    let b = (a & 0x3333_3333_3333_3333) + ((a >> 2) & 0x3333_3333_3333_3333);
+    let c = (b + (b >> 4)) & 0x0F0F_0F0F_0F0F_0F0F;
+    c.wrapping_mul(BYTES_ONE)
+}
+
+/// For each `k < 8` and byte value, the position of the byte's `k`-th set bit (from 0), or 8.
+static SELECT_IN_BYTE: [[u8; 256]; 8] = select_in_byte_table();
+
+const fn select_in_byte_table() -> [[u8; 256]; 8] {
+    let mut table = [[8u8; 256]; 8];
+    let mut byte = 0;
+    while byte < 256 {
+        let (mut k, mut bit) = (0, 0);
+        while bit < 8 {
+            if byte >> bit & 1 == 1 {
+                table[k][byte] = bit as u8;
+                k += 1;
+            }
+            bit += 1;
+        }
+        byte += 1;
+    }
+    table
+}
+
+/// The position of the `k`-th set bit (from 0) of `x`, given `prefix = byte_prefix_counts(x)`
+/// and `k` below its popcount, without a loop: the bytes whose running count is at most `k`
+/// come before the chosen bit, counted by a bytewise comparison (`(0x80 | k) - count` keeps
+/// its top bit exactly when `count <= k`, and no byte borrows since counts are at most 64);
+/// within the byte found, a table gives the bit.
+#[inline]
+fn select_bit(x: u64, prefix: u64, k: u32) -> u32 {
+    let at_most_k = (((u64::from(k) * BYTES_ONE) | BYTES_HIGH) - prefix) & BYTES_HIGH;
+    let n = ((at_most_k >> 7).wrapping_mul(BYTES_ONE) >> 56) as u32;
+    // The running count before byte `n` (0 for the first byte).
+    let before = ((prefix << 8) >> (8 * n) & 0xFF) as u32;
+    let byte = (x >> (8 * n) & 0xFF) as usize;
+    8 * n + u32::from(SELECT_IN_BYTE[(k - before) as usize][byte])
 }
 
 /// Reads the goal of every role in lane `64 * j + bit` after the goals entry ran: exactly one
@@ -1185,8 +1256,45 @@ impl<M: Machine + ?Sized> Machine for InputOrder<'_, M> {
 
 #[cfg(test)]
 mod tests {
-    use super::transpose64;
+    use super::{byte_prefix_counts, select_bit, transpose64};
     use crate::Rng;
+
+    #[test]
+    fn a_source_that_checks_every_claim_stops_at_the_first_claim_past_its_deadline() {
+        use super::RolloutSource;
+        use std::time::{Duration, Instant};
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let (each, batched) = (
+            RolloutSource::until_each(deadline),
+            RolloutSource::until(deadline),
+        );
+        assert_eq!((each.claim(), batched.claim()), (Some(0), Some(0)));
+        std::thread::sleep(Duration::from_millis(30));
+        // Past the deadline: the claim that reads the clock is refused; the batched source
+        // reads it again only at claim 16.
+        assert_eq!(each.claim(), None);
+        assert_eq!(batched.claim(), Some(1));
+    }
+
+    #[test]
+    fn select_bit_finds_the_kth_set_bit() {
+        let mut rng = Rng::new(8);
+        let mut words: Vec<u64> = vec![1, 1 << 63, u64::MAX, 0x8000_0000_0000_0001, 0xFF00];
+        words.extend((0..300).map(|i| match i % 3 {
+            0 => rng.next_u64(),
+            1 => rng.next_u64() & rng.next_u64() & rng.next_u64(),
+            _ => rng.next_u64() | rng.next_u64(),
+        }));
+        for x in words {
+            let prefix = byte_prefix_counts(x);
+            assert_eq!(prefix >> 56, u64::from(x.count_ones()), "{x:#x}");
+            // The set bits in ascending order, found the slow way.
+            let bits: Vec<u32> = (0..64).filter(|&b| x >> b & 1 == 1).collect();
+            for (k, &bit) in bits.iter().enumerate() {
+                assert_eq!(select_bit(x, prefix, k as u32), bit, "{x:#x}, k = {k}");
+            }
+        }
+    }
 
     #[test]
     fn transpose64_moves_every_bit_across_the_diagonal() {
