@@ -929,20 +929,30 @@ const TRANSPOSE_MAX_INPUTS: usize = 256;
 
 /// Transposes a 64×64 bit matrix in place: bit `c` of row `r` becomes bit `r` of row `c`. The
 /// recursive block swap: at block size `j`, the block right of the diagonal (rows with bit `j`
-/// clear, columns with it set) trades places with the block below it.
+/// clear, columns with it set) trades places with the block below it. Each level is written
+/// with its block size known at compile time and over paired row slices, so that the compiler
+/// can run it on two rows at a time in vector registers.
 fn transpose64(m: &mut [u64; 64]) {
-    let mut j = 32;
-    let mut mask: u64 = 0x0000_0000_FFFF_FFFF;
-    while j != 0 {
-        let mut k = 0;
-        while k < 64 {
-            let t = ((m[k] >> j) ^ m[k + j]) & mask;
-            m[k] ^= t << j;
-            m[k + j] ^= t;
-            k = (k + j + 1) & !j;
+    swap_level::<32>(m, 0x0000_0000_FFFF_FFFF);
+    swap_level::<16>(m, 0x0000_FFFF_0000_FFFF);
+    swap_level::<8>(m, 0x00FF_00FF_00FF_00FF);
+    swap_level::<4>(m, 0x0F0F_0F0F_0F0F_0F0F);
+    swap_level::<2>(m, 0x3333_3333_3333_3333);
+    swap_level::<1>(m, 0x5555_5555_5555_5555);
+}
+
+/// One level of [`transpose64`]: in every group of `2J` rows, the high `J`-bit half of each
+/// `2J`-bit field of the first `J` rows trades places with the low half of the same field in
+/// the row `J` below.
+#[inline(always)]
+fn swap_level<const J: usize>(m: &mut [u64; 64], mask: u64) {
+    for group in m.chunks_exact_mut(2 * J) {
+        let (top, bottom) = group.split_at_mut(J);
+        for (a, b) in top.iter_mut().zip(bottom.iter_mut()) {
+            let t = ((*a >> J) ^ *b) & mask;
+            *a ^= t << J;
+            *b ^= t;
         }
-        j >>= 1;
-        mask ^= mask << j;
     }
 }
 
