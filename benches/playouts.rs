@@ -17,7 +17,7 @@ use propjet::reference::Reference;
 use propjet::reference::Reference as Ref;
 use propjet_runtime::{
     lane_rollouts, machine_rollouts, random_playout, Entry, GoalRule, InputOrder, Interpreter, LaneEngine,
-    Machine, Plan, Rng, RolloutSource, Totals, Width,
+    Machine, Plan, Rng, RolloutSource, Stall, Totals, Width,
 };
 use std::hint::black_box;
 use std::path::Path;
@@ -98,12 +98,14 @@ fn rollouts(c: &mut Criterion) {
             seed: 11,
             max_depth: 10_000,
             goals: GoalRule::Exact,
+            stall: Stall::Error,
         };
         let reference_plan = Plan {
             starts: &reference_start,
             seed: plan.seed,
             max_depth: plan.max_depth,
             goals: plan.goals,
+            stall: plan.stall,
         };
         let mut lanes = vec![
             ("interp lanes 64", LaneEngine::Interp(&interp), 64),

@@ -5,7 +5,7 @@ use propjet::reference::Reference;
 use propjet::{compile, gdl, lower};
 use propjet_runtime::{
     lane_rollouts, machine_rollouts, GoalRule, InputOrder, Interpreter, LaneEngine, Machine, Native, Phases,
-    Plan, Program, RolloutError, RolloutSource, Totals, Width,
+    Plan, Program, RolloutError, RolloutSource, Stall, Totals, Width,
 };
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -18,6 +18,12 @@ const MAX_DEPTH: u32 = 100_000;
 /// The goal rule of the benchmarks: a game whose terminal states give a role several goal
 /// values (pentago) or none is still timed; the highest value counts, or zero.
 const GOALS: GoalRule = GoalRule::HighestOrZero;
+
+/// What the benchmarks do at a dead end (a non-terminal state where a role has no legal move,
+/// which some corpus games such as 4pffa reach): the game cannot go on, so the rollout ends
+/// there and counts, with the goals of that state (0 for a role without one), and is reported
+/// as stalled.
+const STALL: Stall = Stall::End;
 
 /// Programs up to this many gates count as small: `bench` times the reference on them without
 /// being asked.
@@ -171,6 +177,16 @@ impl Row {
             Row::NativeLanes(Width::X128) => "native lanes 128",
         }
     }
+
+    /// The rollouts started before `deadline`: the drivers that play one state at a time
+    /// read the clock at every rollout, since one rollout of theirs can take seconds on a
+    /// large game; the lane drivers every few rollouts.
+    fn source(self, deadline: Instant) -> RolloutSource {
+        match self {
+            Row::Reference | Row::Interp | Row::NativeSingle => RolloutSource::until_each(deadline),
+            _ => RolloutSource::until(deadline),
+        }
+    }
 }
 
 /// What one driver thread returns.
@@ -208,6 +224,7 @@ impl Setup {
             seed,
             max_depth: MAX_DEPTH,
             goals: GOALS,
+            stall: STALL,
         };
         let reference = match (row, &self.reference) {
             (Row::Reference, None) => return Err("the reference evaluator cannot run this game".into()),
@@ -232,6 +249,7 @@ impl Setup {
                         seed,
                         max_depth: MAX_DEPTH,
                         goals: GOALS,
+                        stall: STALL,
                     };
                     // With a compiled game, moves are taken in the program's order, so that
                     // the reference plays the same rollouts as the other engines.
@@ -429,7 +447,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
     let budget = Duration::from_secs_f64(args.seconds);
     let mut runs = Vec::new();
     for &row in &rows {
-        let source = RolloutSource::until(Instant::now() + budget);
+        let source = row.source(Instant::now() + budget);
         let run = setup
             .run(
                 row,
@@ -446,8 +464,10 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         runs.push((row, run));
     }
 
+    // Rollouts that ended in a dead end get a column, on games that have them.
+    let any_stalled = runs.iter().any(|(_, run)| run.totals.stalled > 0);
     println!(
-        "{:<17} {:>10} {:>12} {:>12} {:>13} {:>9} {:>8}  {:<24} {:>9}",
+        "{:<17} {:>10} {:>12} {:>12} {:>13} {:>9} {:>8}  {:<24} {:>9}{}",
         "engine",
         "rollouts",
         "rollouts/s",
@@ -456,7 +476,12 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         "ns/state",
         "depth",
         format!("mean goal ({})", roles.join(", ")),
-        "vs interp"
+        "vs interp",
+        if any_stalled {
+            format!(" {:>10}", "stalled")
+        } else {
+            String::new()
+        }
     );
     let interp_rate = runs
         .iter()
@@ -472,7 +497,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
             _ => "-".to_string(),
         };
         println!(
-            "{:<17} {:>10} {:>12} {:>12} {:>13} {:>9.1} {:>8.2}  {:<24} {:>9}",
+            "{:<17} {:>10} {:>12} {:>12} {:>13} {:>9.1} {:>8.2}  {:<24} {:>9}{}",
             row.name(),
             t.rollouts,
             group(rate(t.rollouts, run.wall)),
@@ -481,7 +506,18 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
             cpu.as_secs_f64() * 1e9 / t.state_changes.max(1) as f64,
             t.state_changes as f64 / n,
             goals.join(", "),
-            speedup
+            speedup,
+            if any_stalled {
+                format!(" {:>10}", t.stalled)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if any_stalled {
+        println!(
+            "stalled: rollouts that reached a non-terminal state where a role has no legal move; \
+             they end there, counted, with that state's goals (0 for a role without one)"
         );
     }
     if args.profile {
@@ -543,8 +579,13 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         }
     }
     if let Some((_, t)) = first {
+        let stalled = if t.stalled > 0 {
+            format!(", {} stalled", t.stalled)
+        } else {
+            String::new()
+        };
         println!(
-            "check: seeded rollouts 0..{count} agree on every engine (goal totals {:?}, {} state changes, fingerprint {:016x})",
+            "check: seeded rollouts 0..{count} agree on every engine (goal totals {:?}, {} state changes{stalled}, fingerprint {:016x})",
             t.goals, t.state_changes, t.fingerprint
         );
     }
@@ -606,10 +647,16 @@ fn perf_test_lines(args: &PerfTestArgs) -> Result<String, String> {
         // The fastest engine of a game the compiler cannot handle is the reference evaluator.
         Err(_) => Row::Reference,
     };
-    let source = RolloutSource::until(Instant::now() + Duration::from_secs_f64(seconds));
+    let source = row.source(Instant::now() + Duration::from_secs_f64(seconds));
     let run = setup
         .run(row, 1, &source, 1, false, None)
         .map_err(|e| format!("{}: {e}", row.name()))?;
+    // The protocol's file has no place for it, so the count of rollouts that ended in a dead
+    // end goes to stderr.
+    eprintln!(
+        "stalled: {} of {} rollouts ended in a non-terminal state where a role has no legal move",
+        run.totals.stalled, run.totals.rollouts
+    );
     Ok(format!(
         "version = propjet {} ({})\nmillisecondsTaken = {}\nnumStateChanges = {}\nnumRollouts = {}\n",
         env!("CARGO_PKG_VERSION"),

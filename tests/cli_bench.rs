@@ -234,3 +234,70 @@ fn bench_and_perf_test_fall_back_to_the_reference_when_the_game_does_not_compile
         .expect("a count");
     assert!(rollouts > 0 && states == rollouts, "{text}");
 }
+
+/// A game whose random playouts reach a dead end (a role without a legal move in a
+/// non-terminal state) on some paths: both commands play it, the rollouts ending there.
+/// `bench` shows how many stalled per engine, and `perf-test` keeps to the protocol's four lines
+/// and says it on stderr.
+#[test]
+fn bench_and_perf_test_end_rollouts_at_a_dead_end_and_count_them() {
+    let game = "tests/gdl/dead_end.kif";
+    let (code, out, err) = propjet(&["bench", game, "--seconds", "0.2"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("engine "))
+        .unwrap_or_else(|| panic!("no header:\n{out}"));
+    assert!(header.trim_end().ends_with("stalled"), "{out}");
+    for engine in ["reference", "interp", "native lanes 64"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(engine) && l[engine.len()..].starts_with("  "))
+            .unwrap_or_else(|| panic!("no row {engine}:\n{out}"));
+        let (rollouts, _) = row(&out, engine).expect("the row reads");
+        let stalled: u64 = line
+            .split_whitespace()
+            .last()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no stalled count: {line}"));
+        // About two games in three are trapped (tests/playouts.rs checks the rules).
+        assert!(stalled > 0 && stalled < rollouts, "{engine}: {line}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("check: seeded rollouts") && l.contains(" stalled, ")),
+        "{out}"
+    );
+
+    let dir = scratch("perf-dead-end");
+    let file = dir.join("result.txt");
+    let (code, stdout, err) = propjet(&["perf-test", game, file.to_str().expect("UTF-8"), "0.3"]);
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{err}");
+    let text = std::fs::read_to_string(&file).expect("the result file is written");
+    let f = fields(&text);
+    let keys: Vec<&str> = f.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["version", "millisecondsTaken", "numStateChanges", "numRollouts"],
+        "{text}"
+    );
+    let number = |key: &str| -> u64 {
+        let v = &f.iter().find(|(k, _)| k == key).expect("present").1;
+        v.parse().unwrap_or_else(|_| panic!("{key}: {v}"))
+    };
+    let (states, rollouts) = (number("numStateChanges"), number("numRollouts"));
+    // A rollout is one to five moves long.
+    assert!(
+        rollouts > 0 && (rollouts..=5 * rollouts).contains(&states),
+        "{text}"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("stalled: "))
+        .unwrap_or_else(|| panic!("no stalled line on stderr:\n{err}"));
+    let counts: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(
+        counts.len() == 2 && counts[0] > 0 && counts[0] < rollouts && counts[1] == rollouts,
+        "{line} ({text})"
+    );
+}

@@ -3,7 +3,10 @@
 //! evaluator, the interpreter and native code one state at a time through `Machine`, and on
 //! the lane drivers at every width, lane count and thread count. On the shipped games (with the
 //! reference), from several start states, on a sample of corpus games, and on games made to
-//! break a playout (no end, no legal move, two goals, a terminal initial state).
+//! break a playout (no end, no legal move, two goals, a terminal initial state). A game with
+//! dead ends (a role without a legal move in a non-terminal state: `tests/gdl/dead_end.kif`
+//! and the corpus's 4pffa) must stall the same rollouts on every engine under [`Stall::End`],
+//! and fail under [`Stall::Error`].
 //!
 //! `PROPJET_GAMES=name` restricts the corpus sample to games whose name contains `name`.
 
@@ -16,9 +19,9 @@ use propjet::gdl;
 use propjet::lower;
 use propjet::reference::Reference;
 use propjet_runtime::{
-    lane_rollouts, machine_rollouts, random_playout, GoalRule, InputOrder, Interpreter, LaneEngine, Machine,
-    MachineError, Native, PackedState, Plan, PlayoutError, Program, Rng, RolloutError, RolloutSource, Totals,
-    Width,
+    lane_rollouts, machine_rollouts, random_playout, random_playout_with, GoalRule, InputOrder, Interpreter,
+    LaneEngine, Machine, MachineError, Native, PackedState, Plan, PlayoutError, Program, Rng, RolloutError,
+    RolloutSource, Stall, Totals, Width,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -122,7 +125,8 @@ fn lanes_totals(
 
 /// Checks every engine against the interpreter's `Machine` on rollouts `0..count` from
 /// `starts`; with `reference`, that one too (from its initial state, so `starts` must then be
-/// the initial state alone). Returns the interpreter's totals.
+/// the initial state alone). Rollouts that reach a dead end end there ([`Stall::End`], what
+/// the commands use). Returns the interpreter's totals.
 fn all_agree(
     e: &Engines,
     reference: Option<&Reference>,
@@ -136,6 +140,7 @@ fn all_agree(
         seed,
         max_depth: MAX_DEPTH,
         goals: GoalRule::Exact,
+        stall: Stall::End,
     };
     let want = machine_rollouts(&e.interp, &plan, &RolloutSource::count(count)).map_err(|e| e.to_string())?;
     if want.rollouts != count {
@@ -159,6 +164,7 @@ fn all_agree(
             seed,
             max_depth: MAX_DEPTH,
             goals: GoalRule::Exact,
+            stall: Stall::End,
         };
         compare(
             "reference",
@@ -231,12 +237,13 @@ fn a_rollout_is_random_playout_with_its_own_generator() {
         seed: 9,
         max_depth: MAX_DEPTH,
         goals: GoalRule::Exact,
+        stall: Stall::Error,
     };
     let mut want = Totals::new(2);
     for i in 0..200 {
         let mut rng = Rng::for_rollout(9, i);
         let p = random_playout(&e.interp, &start[0], &mut rng, MAX_DEPTH).expect("tictactoe ends");
-        want.add(i, &p.goals, p.depth);
+        want.add(i, &p.goals, p.depth, p.stalled);
     }
     let (got, _) = lane_rollouts(
         LaneEngine::Native(&e.native, Width::X64),
@@ -347,6 +354,7 @@ fn failures_agree(e: &Engines, starts: &[PackedState], first: String) -> Result<
         seed: 3,
         max_depth: MAX_DEPTH,
         goals: GoalRule::Exact,
+        stall: Stall::End,
     };
     let want = match machine_rollouts(&e.interp, &plan, &RolloutSource::count(30)) {
         Err(RolloutError::Playout { error, .. }) => error,
@@ -374,7 +382,7 @@ fn same_kind(a: &PlayoutError, b: &PlayoutError) -> bool {
 }
 
 /// The kind of failure of rollouts `0..10` on every driver, which must be alike.
-fn failure_everywhere(desc: &gdl::Description, max_depth: u32) -> PlayoutError {
+fn failure_everywhere(desc: &gdl::Description, max_depth: u32, stall: Stall) -> PlayoutError {
     let e = engines(desc).expect("the test's game compiles");
     let start = [e.interp.initial_state()];
     let plan = Plan {
@@ -382,6 +390,7 @@ fn failure_everywhere(desc: &gdl::Description, max_depth: u32) -> PlayoutError {
         seed: 1,
         max_depth,
         goals: GoalRule::Exact,
+        stall,
     };
     let want = match machine_rollouts(&e.interp, &plan, &RolloutSource::count(10)) {
         Err(RolloutError::Playout { error, .. }) => error,
@@ -403,24 +412,173 @@ fn failure_everywhere(desc: &gdl::Description, max_depth: u32) -> PlayoutError {
 #[test]
 fn a_game_without_end_hits_the_depth_limit_on_every_driver() {
     let desc = shipped("tictactoe");
-    assert_eq!(failure_everywhere(&desc, 3), PlayoutError::DepthLimit(3));
+    assert_eq!(
+        failure_everywhere(&desc, 3, Stall::End),
+        PlayoutError::DepthLimit(3)
+    );
 }
 
 #[test]
-fn a_role_without_a_legal_move_fails_on_every_driver() {
-    // Robot may move only while the counter is below 2, but the game ends at 3.
-    let desc = parse(
-        "(role robot) (init (c 0)) (succ 0 1) (succ 1 2) (succ 2 3)
-         (<= (legal robot go) (true (c 0)))
-         (<= (legal robot go) (true (c 1)))
-         (<= (next (c ?y)) (true (c ?x)) (succ ?x ?y))
-         (<= terminal (true (c 3)))
-         (goal robot 100)",
-    );
-    match failure_everywhere(&desc, 100) {
+fn a_role_without_a_legal_move_fails_on_every_driver_under_the_strict_policy() {
+    match failure_everywhere(&parse(STUCK_AT_TWO), 100, Stall::Error) {
         PlayoutError::NoLegalMove { role, depth } => assert_eq!((role.as_str(), depth), ("robot", 2)),
         other => panic!("{other}"),
     }
+}
+
+/// Robot may move only while the counter is below 2, but the game ends at 3: every rollout
+/// reaches a dead end after two moves.
+const STUCK_AT_TWO: &str = "(role robot) (init (c 0)) (succ 0 1) (succ 1 2) (succ 2 3)
+     (<= (legal robot go) (true (c 0)))
+     (<= (legal robot go) (true (c 1)))
+     (<= (next (c ?y)) (true (c ?x)) (succ ?x ?y))
+     (<= terminal (true (c 3)))
+     (goal robot 100)";
+
+#[test]
+fn a_dead_end_ends_the_rollout_there_on_every_driver() {
+    let desc = parse(STUCK_AT_TWO);
+    let e = engines(&desc).expect("compiles");
+    let reference = Reference::new(&desc).expect("the reference runs it");
+    let start = [e.interp.initial_state()];
+    let totals = all_agree(&e, Some(&reference), &start, 1, 200).expect("every engine agrees");
+    // Every rollout stops after its two moves, with the goal of the state it stopped in.
+    assert_eq!(
+        (
+            totals.rollouts,
+            totals.stalled,
+            totals.state_changes,
+            totals.goals.clone()
+        ),
+        (200, 200, 400, vec![100 * 200])
+    );
+    let mut rng = Rng::new(1);
+    let playout = random_playout_with(&reference, &reference.initial_state(), &mut rng, 100, Stall::End);
+    assert_eq!(
+        playout,
+        Ok(propjet_runtime::Playout {
+            goals: vec![100],
+            depth: 2,
+            stalled: true
+        })
+    );
+}
+
+/// The edge-case file whose random playouts reach a dead end on some paths.
+fn dead_end_game() -> gdl::Description {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gdl/dead_end.kif");
+    parse(&std::fs::read_to_string(&path).expect("tests/gdl/dead_end.kif is readable"))
+}
+
+#[test]
+fn rollouts_that_reach_a_dead_end_on_some_paths_stall_alike_on_every_engine() {
+    let desc = dead_end_game();
+    let e = engines(&desc).expect("the dead-end game compiles");
+    let reference = Reference::new(&desc).expect("the reference runs it");
+    let ordered = InputOrder::new(&reference, &e.program.layout);
+    let start = [e.interp.initial_state()];
+    for seed in [5, 6] {
+        let count = 400;
+        // Each rollout one at a time on the reference, checked against the rules: a dead end
+        // comes after one to four moves, where red scores 70 and blue, without a goal there, 0;
+        // a game that is not trapped lasts five moves.
+        let mut want = Totals::new(2);
+        for i in 0..count {
+            let mut rng = Rng::for_rollout(seed, i);
+            let p = random_playout_with(
+                &ordered,
+                &reference.initial_state(),
+                &mut rng,
+                MAX_DEPTH,
+                Stall::End,
+            )
+            .unwrap_or_else(|err| panic!("rollout {i}: {err}"));
+            if p.stalled {
+                assert!((1..=4).contains(&p.depth), "rollout {i}: {p:?}");
+                assert_eq!(p.goals, vec![70, 0], "rollout {i}");
+            } else {
+                assert_eq!(p.depth, 5, "rollout {i}: {p:?}");
+                assert!(p.goals == [100, 0] || p.goals == [25, 100], "rollout {i}: {p:?}");
+            }
+            want.add(i, &p.goals, p.depth, p.stalled);
+        }
+        // The chance that a game escapes the trap is (3/4)^4, about a third.
+        assert!(
+            want.stalled > count / 2 && want.stalled < count * 9 / 10,
+            "seed {seed}: {} of {count} stalled",
+            want.stalled
+        );
+        let totals =
+            all_agree(&e, Some(&reference), &start, seed, count).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(totals, want, "seed {seed}");
+    }
+}
+
+#[test]
+fn the_strict_policy_reports_the_dead_end_on_every_driver() {
+    let e = engines(&dead_end_game()).expect("the dead-end game compiles");
+    let start = [e.interp.initial_state()];
+    let plan = Plan {
+        starts: &start,
+        seed: 5,
+        max_depth: MAX_DEPTH,
+        goals: GoalRule::Exact,
+        stall: Stall::Error,
+    };
+    // Drivers may meet different rollouts' dead ends first, so they agree on the kind: blue
+    // without a move after one to four moves.
+    let check = |name: &str, got: Result<Totals, RolloutError>| match got {
+        Err(RolloutError::Playout {
+            error: PlayoutError::NoLegalMove { role, depth },
+            ..
+        }) => assert!(
+            role == "blue" && (1..=4).contains(&depth),
+            "{name}: {role} at {depth}"
+        ),
+        other => panic!("{name}: {other:?}"),
+    };
+    check(
+        "interp machine",
+        machine_rollouts(&e.interp, &plan, &RolloutSource::count(50)),
+    );
+    check(
+        "native machine",
+        machine_rollouts(&e.native, &plan, &RolloutSource::count(50)),
+    );
+    for (name, engine, lanes) in lane_configs(&e) {
+        check(
+            &name,
+            lane_rollouts(engine, &plan, &RolloutSource::count(50), lanes, false).map(|(t, _)| t),
+        );
+    }
+    // And `random_playout`, the strict single-state driver, on some seed.
+    let failed = (0..50).any(|seed| {
+        let got = random_playout(&e.interp, &start[0], &mut Rng::new(seed), MAX_DEPTH);
+        matches!(got, Err(PlayoutError::NoLegalMove { .. }))
+    });
+    assert!(failed, "no seed reached a dead end");
+}
+
+#[test]
+fn four_player_free_for_all_stalls_alike_on_every_engine() {
+    // The corpus game whose rules leave a role without a move in some reachable positions.
+    let Some(shared) = common::shared_dir("the 4pffa rollout comparison") else {
+        return;
+    };
+    let path = shared.join("games").join("4pffa.kif");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let desc = parse(&text);
+    let e = engines(&desc).expect("4pffa compiles");
+    let reference = Reference::new(&desc).expect("the reference runs 4pffa");
+    let start = [e.interp.initial_state()];
+    // About one rollout in sixty stalls; the reference plays a few hundred a second.
+    let totals = all_agree(&e, Some(&reference), &start, 2, 300).unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        totals.stalled > 0 && totals.stalled < totals.rollouts,
+        "4pffa: {} of {} rollouts stalled",
+        totals.stalled,
+        totals.rollouts
+    );
 }
 
 #[test]
@@ -433,7 +591,7 @@ fn two_goals_for_a_role_fail_on_every_driver() {
          (<= (goal robot 50) (true (c 1)))
          (<= (goal robot 0) (true (c 0)))",
     );
-    match failure_everywhere(&desc, 100) {
+    match failure_everywhere(&desc, 100, Stall::End) {
         PlayoutError::Machine(MachineError::GoalNotUnique { role, values }) => {
             assert_eq!((role.as_str(), values), ("robot", vec![50, 100]))
         }
@@ -468,6 +626,7 @@ fn lane_counts_beyond_the_width_are_refused() {
         seed: 1,
         max_depth: MAX_DEPTH,
         goals: GoalRule::Exact,
+        stall: Stall::End,
     };
     for (engine, lanes) in [
         (LaneEngine::Interp(&e.interp), 0),
@@ -487,6 +646,7 @@ fn lane_counts_beyond_the_width_are_refused() {
         seed: 1,
         max_depth: MAX_DEPTH,
         goals: GoalRule::Exact,
+        stall: Stall::End,
     };
     assert_eq!(
         machine_rollouts(&e.interp, &no_start, &RolloutSource::count(1)),
@@ -498,6 +658,7 @@ fn lane_counts_beyond_the_width_are_refused() {
         seed: 1,
         max_depth: MAX_DEPTH,
         goals: GoalRule::Exact,
+        stall: Stall::End,
     };
     let got = lane_rollouts(
         LaneEngine::Interp(&e.interp),
@@ -529,6 +690,7 @@ fn the_lenient_goal_rule_takes_the_highest_value_or_zero_on_every_driver() {
         seed: 1,
         max_depth: MAX_DEPTH,
         goals: GoalRule::HighestOrZero,
+        stall: Stall::End,
     };
     let want = machine_rollouts(&e.interp, &plan, &RolloutSource::count(100)).expect("lenient");
     assert_eq!(

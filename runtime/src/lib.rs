@@ -50,7 +50,7 @@ pub use ids::{FactIdx, MoveIdx, RoleIdx};
 pub use interp::{Interpreter, LaneError};
 pub use machine::{Machine, MachineError};
 pub use native::{EntryChunks, Lanes, Native, NativeError, Width};
-pub use playout::{random_playout, Playout, PlayoutError};
+pub use playout::{random_playout, random_playout_with, Playout, PlayoutError, Stall};
 pub use program::{Entry, Gate, Layout, Lit, Op, Output, Program, ProgramError, Slot, MAX_SLOTS};
 pub use rng::Rng;
 pub use rollout::{

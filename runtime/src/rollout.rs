@@ -13,6 +13,9 @@
 //! [`Totals::fingerprint`] are then equal on every engine that computes the game correctly:
 //! that is the differential check of the drivers.
 //!
+//! A rollout that reaches a dead end (a non-terminal state where a role has no legal move)
+//! ends there or fails the batch, as [`Plan::stall`] says, alike on every driver.
+//!
 //! The propnet engines number moves alike (the [`Layout`]'s input order). An engine with its
 //! own numbering, such as the GDL-level reference evaluator, is put in that order by
 //! [`InputOrder`] to replay the same rollouts.
@@ -39,7 +42,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::interp::neg_mask;
-use crate::playout::random_walk;
+use crate::playout::{random_walk, Stall};
 use crate::rng::mix64;
 use crate::{
     Entry, FactIdx, Interpreter, LaneError, Layout, Machine, MachineError, MoveIdx, Native, NativeError,
@@ -58,6 +61,8 @@ pub struct RolloutSource {
     closed: AtomicBool,
     limit: u64,
     deadline: Option<Instant>,
+    /// The clock is read on claims that are a multiple of this.
+    check_every: u64,
 }
 
 impl RolloutSource {
@@ -68,6 +73,7 @@ impl RolloutSource {
             closed: AtomicBool::new(false),
             limit: count,
             deadline: None,
+            check_every: DEADLINE_CHECK_CLAIMS,
         }
     }
 
@@ -79,6 +85,19 @@ impl RolloutSource {
             closed: AtomicBool::new(false),
             limit: u64::MAX,
             deadline: Some(deadline),
+            check_every: DEADLINE_CHECK_CLAIMS,
+        }
+    }
+
+    /// Rollouts `0, 1, 2…` started before `deadline`, the clock read on every claim: for
+    /// drivers that play one state at a time, whose rollouts may each take longer than
+    /// reading the clock by far (the reference evaluator on a large game takes seconds per
+    /// rollout, and [`RolloutSource::until`] would start [`DEADLINE_CHECK_CLAIMS`] of them
+    /// whatever the deadline).
+    pub fn until_each(deadline: Instant) -> RolloutSource {
+        RolloutSource {
+            check_every: 1,
+            ..RolloutSource::until(deadline)
         }
     }
 
@@ -95,7 +114,7 @@ impl RolloutSource {
             return None;
         }
         if let Some(deadline) = self.deadline {
-            if i.is_multiple_of(DEADLINE_CHECK_CLAIMS) && Instant::now() >= deadline {
+            if i.is_multiple_of(self.check_every) && Instant::now() >= deadline {
                 self.closed.store(true, Ordering::Relaxed);
                 return None;
             }
@@ -121,6 +140,9 @@ pub struct Plan<'a, S> {
     pub max_depth: u32,
     /// What a terminal state without exactly one goal value for a role counts as.
     pub goals: GoalRule,
+    /// What a non-terminal state where a role has no legal move does: end the rollout there
+    /// (counted as stalled) or fail the batch.
+    pub stall: Stall,
 }
 
 /// What a rollout's goal is when a role has no goal value or several at its terminal state,
@@ -143,6 +165,9 @@ pub struct Totals {
     pub rollouts: u64,
     /// Joint moves played (next-state computations), summed over the rollouts.
     pub state_changes: u64,
+    /// How many of the rollouts ended in a dead end (a non-terminal state where a role had no
+    /// legal move, with [`Stall::End`]) rather than in a terminal state.
+    pub stalled: u64,
     /// Each role's goal at the end, summed over the rollouts.
     pub goals: Vec<u64>,
     /// The wrapping sum over rollouts of a hash of (index, depth, goals): equal fingerprints
@@ -156,17 +181,24 @@ impl Totals {
         Totals {
             rollouts: 0,
             state_changes: 0,
+            stalled: 0,
             goals: vec![0; roles],
             fingerprint: 0,
         }
     }
 
-    /// Adds rollout `index`, which ended after `depth` joint moves with `goals`.
-    pub fn add(&mut self, index: u64, goals: &[u32], depth: u32) {
+    /// Adds rollout `index`, which ended after `depth` joint moves with `goals`, in a terminal
+    /// state or, when `stalled`, in a dead end.
+    pub fn add(&mut self, index: u64, goals: &[u32], depth: u32, stalled: bool) {
         self.rollouts += 1;
         self.state_changes += u64::from(depth);
+        self.stalled += u64::from(stalled);
         let mut h = mix64(index ^ 0xD6E8_FEB8_6659_FD93);
         h = mix64(h ^ u64::from(depth));
+        if stalled {
+            // A rollout that stalled differs from one that ended alike in a terminal state.
+            h = mix64(h ^ 0x5157_A11E_D000_0001);
+        }
         for (total, &g) in self.goals.iter_mut().zip(goals) {
             *total += u64::from(g);
             h = mix64(h ^ u64::from(g));
@@ -178,6 +210,7 @@ impl Totals {
     pub fn merge(&mut self, other: &Totals) {
         self.rollouts += other.rollouts;
         self.state_changes += other.state_changes;
+        self.stalled += other.stalled;
         for (a, b) in self.goals.iter_mut().zip(&other.goals) {
             *a += b;
         }
@@ -277,16 +310,25 @@ pub fn machine_rollouts<M: Machine + ?Sized>(
         let start = &plan.starts[(index % plan.starts.len() as u64) as usize];
         let mut rng = Rng::for_rollout(plan.seed, index);
         let fail = |error| RolloutError::Playout { index, error };
-        let (end, depth) = random_walk(machine, start, &mut rng, plan.max_depth).map_err(fail)?;
+        let walk = random_walk(machine, start, &mut rng, plan.max_depth, plan.stall).map_err(fail)?;
         goals.clear();
-        match plan.goals {
-            GoalRule::Exact => goals.extend(machine.goals(&end).map_err(|e| fail(e.into()))?),
-            GoalRule::HighestOrZero => goals.extend((0..machine.roles().len()).map(|r| {
-                let values = machine.goal_values(&end, RoleIdx::from_index(r));
-                values.iter().copied().max().unwrap_or(0)
-            })),
+        for r in 0..machine.roles().len() {
+            let values = machine.goal_values(&walk.state, RoleIdx::from_index(r));
+            let goal = match (values.as_slice(), plan.goals) {
+                ([v], _) => *v,
+                // A dead end need not define goals: a role without one scores 0.
+                ([], _) if walk.stalled => 0,
+                (_, GoalRule::HighestOrZero) => values.iter().copied().max().unwrap_or(0),
+                (_, GoalRule::Exact) => {
+                    return Err(fail(PlayoutError::Machine(MachineError::GoalNotUnique {
+                        role: machine.roles()[r].clone(),
+                        values,
+                    })))
+                }
+            };
+            goals.push(goal);
         }
-        totals.add(index, &goals, depth);
+        totals.add(index, &goals, walk.depth, walk.stalled);
     }
     Ok(totals)
 }
@@ -567,6 +609,8 @@ fn drive<const W: usize, B: Batch>(
     // Per role, the legal moves of the lanes that had several, per word, over recent steps.
     let mut mean_legal = vec![0f32; roles];
     let mut next_values = vec![0u64; bases * W];
+    // Per role, the lanes with at least one legal move and those with at least two.
+    let mut movers = vec![([0u64; W], [0u64; W]); roles];
     let mut goals = vec![0u32; roles];
     let mut goal_seen = vec![0u8; roles];
     let mut step = 0u64;
@@ -643,16 +687,23 @@ fn drive<const W: usize, B: Batch>(
                     });
                     return;
                 }
-                if let Err(error) =
-                    read_goals::<W>(program, plan.goals, words, j, bit, &mut goals, &mut goal_seen)
-                {
+                if let Err(error) = read_goals::<W>(
+                    program,
+                    plan.goals,
+                    false,
+                    words,
+                    j,
+                    bit,
+                    &mut goals,
+                    &mut goal_seen,
+                ) {
                     failure = Some(RolloutError::Playout {
                         index: t.index[lane],
                         error,
                     });
                     return;
                 }
-                totals.add(t.index[lane], &goals, depth as u32);
+                totals.add(t.index[lane], &goals, depth as u32, false);
                 match source.claim() {
                     Some(i) => {
                         t.start::<W>(plan, words, lane, i, step, bases);
@@ -698,10 +749,10 @@ fn drive<const W: usize, B: Batch>(
         clock.lap(&mut phases.legal);
 
         let words = batch.words();
-        words[first_input * W..first_gate * W].fill(0);
-        for (r, range) in layout.role_inputs.iter().enumerate() {
-            // Which lanes have at least one legal move, and which at least two.
-            let (mut one, mut two) = ([0u64; W], [0u64; W]);
+        // Which lanes have at least one legal move, and which at least two, per role.
+        let mut stuck = [0u64; W];
+        for (range, (one, two)) in layout.role_inputs.iter().zip(movers.iter_mut()) {
+            (*one, *two) = ([0u64; W], [0u64; W]);
             for i in range.start..range.end {
                 let lit = program.legal[i as usize];
                 let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
@@ -711,25 +762,93 @@ fn drive<const W: usize, B: Batch>(
                     one[j] |= w;
                 }
             }
-            if one != active {
-                let mut missing = [0u64; W];
-                for j in 0..W {
-                    missing[j] = active[j] & !one[j];
+            for j in 0..W {
+                stuck[j] |= active[j] & !one[j];
+            }
+        }
+        if any(&stuck) {
+            // Dead ends: a role of these lanes has no legal move in a non-terminal state.
+            match plan.stall {
+                Stall::Error => {
+                    for (r, (one, _)) in movers.iter().enumerate() {
+                        let mut missing = [0u64; W];
+                        for j in 0..W {
+                            missing[j] = active[j] & !one[j];
+                        }
+                        let mut first = None;
+                        for_each_lane(&missing, |j, bit| {
+                            first.get_or_insert(j * 64 + bit);
+                        });
+                        if let Some(lane) = first {
+                            return Err(RolloutError::Playout {
+                                index: t.index[lane],
+                                error: PlayoutError::NoLegalMove {
+                                    role: layout.roles[r].clone(),
+                                    depth: (step - t.started[lane]) as u32,
+                                },
+                            });
+                        }
+                    }
                 }
-                let mut first = None;
-                for_each_lane(&missing, |j, bit| {
-                    first.get_or_insert(j * 64 + bit);
-                });
-                if let Some(lane) = first {
-                    return Err(RolloutError::Playout {
-                        index: t.index[lane],
-                        error: PlayoutError::NoLegalMove {
-                            role: layout.roles[r].clone(),
-                            depth: (step - t.started[lane]) as u32,
-                        },
+                Stall::End => {
+                    // The stuck lanes end their rollouts here, with the goals of this state,
+                    // and restart; then the step begins again (terminal and legal of the
+                    // restarted lanes), which the other lanes, whose state has not changed and
+                    // who have drawn nothing yet, go through unchanged. Dead ends are rare, so
+                    // the repeated entries cost little.
+                    clock.lap(&mut phases.choose);
+                    batch.eval(Entry::Goals)?;
+                    let words = batch.words();
+                    let mut failure = None;
+                    for_each_lane(&stuck, |j, bit| {
+                        if failure.is_some() {
+                            return;
+                        }
+                        let lane = j * 64 + bit;
+                        let depth = step - t.started[lane];
+                        // One state at a time, a rollout at the depth limit fails before its
+                        // legal moves are looked at.
+                        let outcome = if depth >= u64::from(plan.max_depth) {
+                            Err(PlayoutError::DepthLimit(plan.max_depth))
+                        } else {
+                            read_goals::<W>(
+                                program,
+                                plan.goals,
+                                true,
+                                words,
+                                j,
+                                bit,
+                                &mut goals,
+                                &mut goal_seen,
+                            )
+                        };
+                        if let Err(error) = outcome {
+                            failure = Some(RolloutError::Playout {
+                                index: t.index[lane],
+                                error,
+                            });
+                            return;
+                        }
+                        totals.add(t.index[lane], &goals, depth as u32, true);
+                        match source.claim() {
+                            Some(i) => {
+                                t.start::<W>(plan, words, lane, i, step, bases);
+                                fresh[j] |= 1 << bit;
+                            }
+                            None => active[j] &= !(1u64 << bit),
+                        }
                     });
+                    if let Some(failure) = failure {
+                        return Err(failure);
+                    }
+                    restart_all(words, &fresh);
+                    clock.lap(&mut phases.goals);
+                    continue;
                 }
             }
+        }
+        words[first_input * W..first_gate * W].fill(0);
+        for ((r, range), &(one, two)) in layout.role_inputs.iter().enumerate().zip(movers.iter()) {
             // Lanes with a single legal move play it, set for all of them at once; their
             // generators still make the one draw that `below(1)` makes.
             let mut single = [0u64; W];
@@ -810,20 +929,30 @@ const TRANSPOSE_MAX_INPUTS: usize = 256;
 
 /// Transposes a 64×64 bit matrix in place: bit `c` of row `r` becomes bit `r` of row `c`. The
 /// recursive block swap: at block size `j`, the block right of the diagonal (rows with bit `j`
-/// clear, columns with it set) trades places with the block below it.
+/// clear, columns with it set) trades places with the block below it. Each level is written
+/// with its block size known at compile time and over paired row slices, so that the compiler
+/// can run it on two rows at a time in vector registers.
 fn transpose64(m: &mut [u64; 64]) {
-    let mut j = 32;
-    let mut mask: u64 = 0x0000_0000_FFFF_FFFF;
-    while j != 0 {
-        let mut k = 0;
-        while k < 64 {
-            let t = ((m[k] >> j) ^ m[k + j]) & mask;
-            m[k] ^= t << j;
-            m[k + j] ^= t;
-            k = (k + j + 1) & !j;
+    swap_level::<32>(m, 0x0000_0000_FFFF_FFFF);
+    swap_level::<16>(m, 0x0000_FFFF_0000_FFFF);
+    swap_level::<8>(m, 0x00FF_00FF_00FF_00FF);
+    swap_level::<4>(m, 0x0F0F_0F0F_0F0F_0F0F);
+    swap_level::<2>(m, 0x3333_3333_3333_3333);
+    swap_level::<1>(m, 0x5555_5555_5555_5555);
+}
+
+/// One level of [`transpose64`]: in every group of `2J` rows, the high `J`-bit half of each
+/// `2J`-bit field of the first `J` rows trades places with the low half of the same field in
+/// the row `J` below.
+#[inline(always)]
+fn swap_level<const J: usize>(m: &mut [u64; 64], mask: u64) {
+    for group in m.chunks_exact_mut(2 * J) {
+        let (top, bottom) = group.split_at_mut(J);
+        for (a, b) in top.iter_mut().zip(bottom.iter_mut()) {
+            let t = ((*a >> J) ^ *b) & mask;
+            *a ^= t << J;
+            *b ^= t;
         }
-        j >>= 1;
-        mask ^= mask << j;
     }
 }
 
@@ -893,21 +1022,25 @@ fn choose_by_transposing<const W: usize>(
             rngs[j * 64 + bit].next_u64();
         });
         for_each_lane(&[two[j]], |_, bit| {
-            let count: u32 = (0..blocks).map(|b| sets[b * 64 + bit].count_ones()).sum();
+            // The byte-wise running counts of each block give the lane's count and then the
+            // chosen bit without a loop over set bits.
+            let mut prefixes = [0u64; TRANSPOSE_MAX_INPUTS / 64];
+            let mut count = 0;
+            for (b, prefix) in prefixes.iter_mut().enumerate().take(blocks) {
+                *prefix = byte_prefix_counts(sets[b * 64 + bit]);
+                count += (*prefix >> 56) as u32;
+            }
             lanes += 1;
             moves += count;
             let mut k = rngs[j * 64 + bit].below(count);
-            for b in 0..blocks {
-                let mut set = sets[b * 64 + bit];
-                let here = set.count_ones();
+            for (b, &prefix) in prefixes.iter().enumerate().take(blocks) {
+                let here = (prefix >> 56) as u32;
                 if k >= here {
                     k -= here;
                     continue;
                 }
-                for _ in 0..k {
-                    set &= set - 1;
-                }
-                let input = range.start as usize + b * 64 + set.trailing_zeros() as usize;
+                let position = select_bit(sets[b * 64 + bit], prefix, k);
+                let input = range.start as usize + b * 64 + position as usize;
                 words[(first_input + input) * W + j] |= 1u64 << bit;
                 break;
             }
@@ -916,11 +1049,65 @@ fn choose_by_transposing<const W: usize>(
     (lanes, moves)
 }
 
+/// Every byte of a word holding 1.
+const BYTES_ONE: u64 = 0x0101_0101_0101_0101;
+/// Every byte of a word holding its top bit.
+const BYTES_HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The running counts of set bits of `x` by bytes: byte `i` holds the set bits of bytes `0..=i`
+/// (so the top byte is the popcount). The per-byte counts by the usual halving sums, then a
+/// multiplication by `0x0101…` adds each byte into all bytes above it.
+#[inline]
+fn byte_prefix_counts(x: u64) -> u64 {
+    let a = x - ((x >> 1) & 0x5555_5555_5555_5555);
+    let b = (a & 0x3333_3333_3333_3333) + ((a >> 2) & 0x3333_3333_3333_3333);
+    let c = (b + (b >> 4)) & 0x0F0F_0F0F_0F0F_0F0F;
+    c.wrapping_mul(BYTES_ONE)
+}
+
+/// For each `k < 8` and byte value, the position of the byte's `k`-th set bit (from 0), or 8.
+static SELECT_IN_BYTE: [[u8; 256]; 8] = select_in_byte_table();
+
+const fn select_in_byte_table() -> [[u8; 256]; 8] {
+    let mut table = [[8u8; 256]; 8];
+    let mut byte = 0;
+    while byte < 256 {
+        let (mut k, mut bit) = (0, 0);
+        while bit < 8 {
+            if byte >> bit & 1 == 1 {
+                table[k][byte] = bit as u8;
+                k += 1;
+            }
+            bit += 1;
+        }
+        byte += 1;
+    }
+    table
+}
+
+/// The position of the `k`-th set bit (from 0) of `x`, given `prefix = byte_prefix_counts(x)`
+/// and `k` below its popcount, without a loop: the bytes whose running count is at most `k`
+/// come before the chosen bit, counted by a bytewise comparison (`(0x80 | k) - count` keeps
+/// its top bit exactly when `count <= k`, and no byte borrows since counts are at most 64);
+/// within the byte found, a table gives the bit.
+#[inline]
+fn select_bit(x: u64, prefix: u64, k: u32) -> u32 {
+    let at_most_k = (((u64::from(k) * BYTES_ONE) | BYTES_HIGH) - prefix) & BYTES_HIGH;
+    let n = ((at_most_k >> 7).wrapping_mul(BYTES_ONE) >> 56) as u32;
+    // The running count before byte `n` (0 for the first byte).
+    let before = ((prefix << 8) >> (8 * n) & 0xFF) as u32;
+    let byte = (x >> (8 * n) & 0xFF) as usize;
+    8 * n + u32::from(SELECT_IN_BYTE[(k - before) as usize][byte])
+}
+
 /// Reads the goal of every role in lane `64 * j + bit` after the goals entry ran: exactly one
-/// value per role, as [`Machine::goals`] demands, or as `rule` says otherwise.
+/// value per role, as [`Machine::goals`] demands, or as `rule` says otherwise. In a dead end
+/// (`stalled`), a role without a goal value scores 0.
+#[allow(clippy::too_many_arguments)]
 fn read_goals<const W: usize>(
     program: &Program,
     rule: GoalRule,
+    stalled: bool,
     words: &[u64],
     j: usize,
     bit: usize,
@@ -942,15 +1129,24 @@ fn read_goals<const W: usize>(
             goals[r] = goals[r].max(value);
         }
     }
-    if rule == GoalRule::HighestOrZero {
+    if rule == GoalRule::HighestOrZero || stalled {
+        // A role without a goal value scores 0: by the rule, or because a dead end need not
+        // define goals.
         for (goal, &s) in goals.iter_mut().zip(seen.iter()) {
             if s == 0 {
                 *goal = 0;
             }
         }
+    }
+    let missing = if rule == GoalRule::HighestOrZero || stalled {
+        None
+    } else {
+        seen.iter().position(|&s| s == 0)
+    };
+    if rule == GoalRule::HighestOrZero {
         return Ok(());
     }
-    let role = match (conflict, seen.iter().position(|&s| s == 0)) {
+    let role = match (conflict, missing) {
         (Some(r), _) | (None, Some(r)) => r,
         (None, None) => return Ok(()),
     };
@@ -1070,8 +1266,45 @@ impl<M: Machine + ?Sized> Machine for InputOrder<'_, M> {
 
 #[cfg(test)]
 mod tests {
-    use super::transpose64;
+    use super::{byte_prefix_counts, select_bit, transpose64};
     use crate::Rng;
+
+    #[test]
+    fn a_source_that_checks_every_claim_stops_at_the_first_claim_past_its_deadline() {
+        use super::RolloutSource;
+        use std::time::{Duration, Instant};
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let (each, batched) = (
+            RolloutSource::until_each(deadline),
+            RolloutSource::until(deadline),
+        );
+        assert_eq!((each.claim(), batched.claim()), (Some(0), Some(0)));
+        std::thread::sleep(Duration::from_millis(30));
+        // Past the deadline: the claim that reads the clock is refused; the batched source
+        // reads it again only at claim 16.
+        assert_eq!(each.claim(), None);
+        assert_eq!(batched.claim(), Some(1));
+    }
+
+    #[test]
+    fn select_bit_finds_the_kth_set_bit() {
+        let mut rng = Rng::new(8);
+        let mut words: Vec<u64> = vec![1, 1 << 63, u64::MAX, 0x8000_0000_0000_0001, 0xFF00];
+        words.extend((0..300).map(|i| match i % 3 {
+            0 => rng.next_u64(),
+            1 => rng.next_u64() & rng.next_u64() & rng.next_u64(),
+            _ => rng.next_u64() | rng.next_u64(),
+        }));
+        for x in words {
+            let prefix = byte_prefix_counts(x);
+            assert_eq!(prefix >> 56, u64::from(x.count_ones()), "{x:#x}");
+            // The set bits in ascending order, found the slow way.
+            let bits: Vec<u32> = (0..64).filter(|&b| x >> b & 1 == 1).collect();
+            for (k, &bit) in bits.iter().enumerate() {
+                assert_eq!(select_bit(x, prefix, k as u32), bit, "{x:#x}, k = {k}");
+            }
+        }
+    }
 
     #[test]
     fn transpose64_moves_every_bit_across_the_diagonal() {
