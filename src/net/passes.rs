@@ -179,6 +179,9 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
             factor: true,
             ..Flags::default()
         },
+        // Most rounds find no or to rewrite; then the pass is the net as it was, without the
+        // cost of rebuilding it.
+        Pass::ExclusiveInputs if !has_exclusive_inputs(&net) => return net,
         Pass::ExclusiveInputs => Flags {
             exclusive: true,
             ..Flags::default()
@@ -188,6 +191,26 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
         Pass::DeadNodes => return dead_nodes(net),
     };
     Rewriter::new(&net, flags).run(net)
+}
+
+/// Whether some or of `net` reads more than half of one role's inputs, which is what
+/// [`Rewriter::exclusive_inputs`] rewrites (counted as it counts them, repeats included).
+fn has_exclusive_inputs(net: &Propnet) -> bool {
+    let mut role_size = vec![0usize; net.roles.len()];
+    for i in &net.inputs {
+        role_size[i.role.0 as usize] += 1;
+    }
+    let mut present = vec![0usize; net.roles.len()];
+    net.nodes.iter().any(|node| {
+        let Node::Or(ops) = node else { return false };
+        present.fill(0);
+        for op in ops {
+            if let Node::Input(i) = net.nodes[op.index()] {
+                present[net.inputs[i as usize].role.0 as usize] += 1;
+            }
+        }
+        present.iter().zip(&role_size).any(|(&p, &all)| p * 2 > all + 1)
+    })
 }
 
 #[derive(Copy, Clone, Default)]
