@@ -705,6 +705,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn auto_picks_the_single_pass_allocator_only_above_the_threshold_and_choices_stand() {
+        let auto = Regalloc::Auto;
+        assert_eq!(auto.for_gates(0), Regalloc::Backtracking);
+        assert_eq!(auto.for_gates(SINGLE_PASS_ABOVE), Regalloc::Backtracking);
+        assert_eq!(auto.for_gates(SINGLE_PASS_ABOVE + 1), Regalloc::SinglePass);
+        for chosen in [Regalloc::Backtracking, Regalloc::SinglePass] {
+            for gates in [0, SINGLE_PASS_ABOVE + 1] {
+                assert_eq!(chosen.for_gates(gates), chosen);
+            }
+        }
+        assert_eq!(Options::default().regalloc, Regalloc::Auto);
+    }
+
+    #[test]
     fn chunks_respect_the_budget_and_cover_every_gate() {
         let mut program = Program {
             layout: propjet_runtime::Layout {
