@@ -478,8 +478,11 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
                     s.code_bytes as f64 / 1024.0,
                     s.code_bytes as f64 / s.gates.max(1) as f64,
                     if s.x128 { "64 and 128" } else { "64" },
-                    match s.backend {
-                        lower::Backend::Cranelift => "Cranelift",
+                    match (s.backend, s.regalloc) {
+                        (lower::Backend::Cranelift, lower::Regalloc::SinglePass) => {
+                            "Cranelift (single-pass register allocator)"
+                        }
+                        (lower::Backend::Cranelift, _) => "Cranelift",
                         _ => "direct x86-64",
                     }
                 );

@@ -65,12 +65,35 @@ pub enum Backend {
 }
 
 /// Which register allocator Cranelift runs.
-#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
 pub enum Regalloc {
-    /// The default allocator: slower to run, better code in general.
+    /// [`Regalloc::Backtracking`] for programs of at most [`SINGLE_PASS_ABOVE`] gates,
+    /// [`Regalloc::SinglePass`] for larger ones (the default).
+    #[default]
+    Auto,
+    /// Cranelift's default allocator: slower to run, better code.
     Backtracking,
-    /// The single-pass allocator: faster to run.
+    /// The single-pass allocator: about half the lowering time, but it spills more, which
+    /// made the 128-lane code of real games 10–35% slower (`doc/native.md`).
     SinglePass,
+}
+
+/// The most gates of a program whose code [`Regalloc::Auto`] has the backtracking allocator
+/// write. Above it, lowering takes over a second on this project's 2-core machine even in
+/// parallel, and is most of the compile time: there the single-pass allocator's halving of it
+/// is worth slower 128-lane code. hex (48k gates) stays below; othello-comp2007 (187k) and
+/// shogi_ctk (127k) are above.
+pub const SINGLE_PASS_ABOVE: usize = 100_000;
+
+impl Regalloc {
+    /// The allocator that runs for a program of `gates` gates: [`Regalloc::Auto`] resolved.
+    pub fn for_gates(self, gates: usize) -> Regalloc {
+        match self {
+            Regalloc::Auto if gates > SINGLE_PASS_ABOVE => Regalloc::SinglePass,
+            Regalloc::Auto => Regalloc::Backtracking,
+            chosen => chosen,
+        }
+    }
 }
 
 /// How to lower a program.
@@ -112,7 +135,7 @@ impl Default for Options {
             chunk_cost: 4_096,
             x128: true,
             verifier: cfg!(debug_assertions),
-            regalloc: Regalloc::Backtracking,
+            regalloc: Regalloc::Auto,
             max_gates: 4_000_000,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
             backend: Backend::Cranelift,
@@ -168,6 +191,8 @@ pub struct LowerStats {
     pub code_bytes: usize,
     /// Whether the 128-lane code was generated.
     pub x128: bool,
+    /// The register allocator Cranelift ran (whatever it was, for the direct generator).
+    pub regalloc: Regalloc,
     /// The code generator that wrote the code: [`Backend::Cranelift`] or [`Backend::X64`].
     pub backend: Backend,
     /// Wall time of the whole lowering, building the IR through finalizing the code.
@@ -194,6 +219,10 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
             limit: options.max_gates,
         });
     }
+    let options = &Options {
+        regalloc: options.regalloc.for_gates(program.num_gates()),
+        ..options.clone()
+    };
     let isas = Isas {
         speed: host_isa(options, true)?,
         plain: host_isa(options, false)?,
@@ -245,6 +274,7 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
         gates: plan.jobs.iter().map(|j| j.gates.len()).sum(),
         code_bytes,
         x128,
+        regalloc: options.regalloc,
         backend,
         time: Duration::ZERO,
     };
@@ -327,7 +357,8 @@ fn configured_isa(
     let verifier = if options.verifier { "true" } else { "false" };
     flags.set("enable_verifier", verifier).map_err(setting)?;
     let regalloc = match options.regalloc {
-        Regalloc::Backtracking => "backtracking",
+        // Callers resolve `Auto` for their program first; on its own it means the default.
+        Regalloc::Backtracking | Regalloc::Auto => "backtracking",
         Regalloc::SinglePass => "single_pass",
     };
     flags.set("regalloc_algorithm", regalloc).map_err(setting)?;
@@ -686,6 +717,20 @@ fn gate_value(b: &mut FunctionBuilder, base: Value, width: Width, op: Op, operan
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_picks_the_single_pass_allocator_only_above_the_threshold_and_choices_stand() {
+        let auto = Regalloc::Auto;
+        assert_eq!(auto.for_gates(0), Regalloc::Backtracking);
+        assert_eq!(auto.for_gates(SINGLE_PASS_ABOVE), Regalloc::Backtracking);
+        assert_eq!(auto.for_gates(SINGLE_PASS_ABOVE + 1), Regalloc::SinglePass);
+        for chosen in [Regalloc::Backtracking, Regalloc::SinglePass] {
+            for gates in [0, SINGLE_PASS_ABOVE + 1] {
+                assert_eq!(chosen.for_gates(gates), chosen);
+            }
+        }
+        assert_eq!(Options::default().regalloc, Regalloc::Auto);
+    }
 
     #[test]
     fn chunks_respect_the_budget_and_cover_every_gate() {

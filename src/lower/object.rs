@@ -125,6 +125,10 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
         }
         .into());
     }
+    let options = &Options {
+        regalloc: options.regalloc.for_gates(program.num_gates()),
+        ..options.clone()
+    };
     let unsupported = |message: String| ObjectError::UnsupportedTarget {
         target: target.to_string(),
         message,
@@ -261,6 +265,7 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
             gates: plan.jobs.iter().map(|j| j.gates.len()).sum(),
             code_bytes,
             x128,
+            regalloc: options.regalloc,
             time: start.elapsed(),
             backend: Backend::Cranelift,
         },

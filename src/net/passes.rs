@@ -86,6 +86,25 @@ impl Pass {
     fn idempotent(self) -> bool {
         !matches!(self, Pass::Factor | Pass::Propositions)
     }
+
+    /// The other passes that find nothing to do on this pass's result, whatever the net it
+    /// started from. Polarity writes only what the outputs read (dead nodes), drops constant
+    /// operands and folds gates they decide (constant folding), writes a one-operand and as
+    /// its operand and never negates a negation (collapse), and hash-conses its ands over
+    /// sorted, distinct signed operands, so that two gates it writes with the same kind and
+    /// operands come from the same and (merge; a hash collision, which there loses a merge,
+    /// loses it here too).
+    fn leaves_done(self) -> &'static [Pass] {
+        match self {
+            Pass::Polarity => &[
+                Pass::DeadNodes,
+                Pass::ConstantFolding,
+                Pass::Collapse,
+                Pass::Merge,
+            ],
+            _ => &[],
+        }
+    }
 }
 
 /// Runs the passes in rounds until a round changes nothing (at most `max_rounds`). A pass is
@@ -116,10 +135,11 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
                 changes += 1;
                 stats = after.clone();
             }
-            fixpoint_at.retain(|&(p, _)| p != pass);
+            fixpoint_at.retain(|&(p, _)| p != pass && !pass.leaves_done().contains(&p));
             if !changed || pass.idempotent() {
                 fixpoint_at.push((pass, changes));
             }
+            fixpoint_at.extend(pass.leaves_done().iter().map(|&p| (p, changes)));
             reports.push(PassReport {
                 pass,
                 round,
@@ -159,6 +179,9 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
             factor: true,
             ..Flags::default()
         },
+        // Most rounds find no or to rewrite; then the pass is the net as it was, without the
+        // cost of rebuilding it.
+        Pass::ExclusiveInputs if !has_exclusive_inputs(&net) => return net,
         Pass::ExclusiveInputs => Flags {
             exclusive: true,
             ..Flags::default()
@@ -168,6 +191,26 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
         Pass::DeadNodes => return dead_nodes(net),
     };
     Rewriter::new(&net, flags).run(net)
+}
+
+/// Whether some or of `net` reads more than half of one role's inputs, which is what
+/// [`Rewriter::exclusive_inputs`] rewrites (counted as it counts them, repeats included).
+fn has_exclusive_inputs(net: &Propnet) -> bool {
+    let mut role_size = vec![0usize; net.roles.len()];
+    for i in &net.inputs {
+        role_size[i.role.0 as usize] += 1;
+    }
+    let mut present = vec![0usize; net.roles.len()];
+    net.nodes.iter().any(|node| {
+        let Node::Or(ops) = node else { return false };
+        present.fill(0);
+        for op in ops {
+            if let Node::Input(i) = net.nodes[op.index()] {
+                present[net.inputs[i as usize].role.0 as usize] += 1;
+            }
+        }
+        present.iter().zip(&role_size).any(|(&p, &all)| p * 2 > all + 1)
+    })
 }
 
 #[derive(Copy, Clone, Default)]
@@ -213,7 +256,13 @@ impl Rewriter {
             flags,
             nodes: Vec::with_capacity(old.nodes.len()),
             leaves: FxHashMap::default(),
-            gates: FxHashMap::default(),
+            // Sized for the old net at once when merging: growing a table of millions of gates
+            // step by step rehashes it several times.
+            gates: if flags.merge {
+                FxHashMap::with_capacity_and_hasher(old.nodes.len(), Default::default())
+            } else {
+                FxHashMap::default()
+            },
             map: Vec::with_capacity(old.nodes.len()),
             replace: FxHashMap::default(),
             input_role,

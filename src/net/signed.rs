@@ -404,10 +404,13 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         let id = match node {
             SNode::Leaf(leaf) => add(&mut nodes, leaf.clone()),
             SNode::And(r) => {
-                let ops: Vec<NodeId> = arena.ops[r.start as usize..r.end as usize]
+                let mut ops: Vec<NodeId> = arena.ops[r.start as usize..r.end as usize]
                     .iter()
                     .map(|&l| read(&mut nodes, &stored, &mut not, &mut constants, l, flip[m]))
                     .collect();
+                // Sorted, as the merge pass writes them: the net is then exactly what merge
+                // would make of it, which lets the pass pipeline skip merge after this pass.
+                ops.sort_unstable();
                 add(&mut nodes, if flip[m] { Node::Or(ops) } else { Node::And(ops) })
             }
         };

@@ -448,3 +448,29 @@ fn polarity_keeps_random_nets_as_they_were_and_never_grows_them() {
         );
     }
 }
+
+/// Everything of a net that a pass may change: its nodes and what each output and view reads.
+fn shape(net: &Propnet) -> (Vec<Node>, Vec<NodeId>, Vec<(String, NodeId)>) {
+    (net.nodes.clone(), net.outputs().collect(), net.views.clone())
+}
+
+#[test]
+fn polarity_leaves_nothing_for_the_passes_the_pipeline_skips_after_it() {
+    let mut rng = propjet_runtime::Rng::new(11);
+    for round in 0..300 {
+        let net = random_net(&mut rng, 4, 2, 4 + round % 40);
+        let once = passes::run(passes::run(net, Pass::DeadNodes), Pass::Polarity);
+        for pass in [
+            Pass::DeadNodes,
+            Pass::ConstantFolding,
+            Pass::Collapse,
+            Pass::Merge,
+        ] {
+            let again = passes::run(once.clone(), pass);
+            assert!(
+                shape(&again) == shape(&once),
+                "round {round}: {pass} changed the net polarity wrote"
+            );
+        }
+    }
+}
