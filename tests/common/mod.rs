@@ -178,7 +178,6 @@ pub const SLOW_GAMES: &[&str] = &[
     "linesOfAction",
     "merrills",
     "racer4",
-    "ruleDepthExponential",
     "skirmish",
 ];
 
