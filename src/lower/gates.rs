@@ -1,7 +1,8 @@
 //! The Cranelift IR of a chunk's gates.
 //!
-//! Every gate still reads its operands from the value array and stores its result there, but
-//! two things make the code do less than one load per operand in one chain per gate:
+//! Every gate still reads its operands from the value array and stores its result there when
+//! something outside the chunk may read it (an output, or a gate of another chunk), but two
+//! things make the code do less than one load per operand in one chain per gate:
 //!
 //! - a small set of values stays in SSA registers across gates: the values whose next read in
 //!   the chunk comes soonest (the furthest-next-use rule, optimal for a cache of fixed size
@@ -547,14 +548,16 @@ fn interleave(
     }
 }
 
-/// Emits `gates`: each gate's value computed and stored into its slot, each after the gates it
-/// reads.
+/// Emits `gates`: each gate's value computed, each after the gates it reads, and stored into
+/// its slot if `stored` says so (indexed by gate) or if it leaves the registers before a later
+/// gate of `gates` reads it.
 pub(super) fn emit(
     b: &mut FunctionBuilder,
     base: Value,
     width: Width,
     program: &Program,
     gates: &[u32],
+    stored: &[bool],
     shape: Shape,
 ) {
     let steps = steps(program, gates, shape.cluster, shape.partial);
@@ -648,8 +651,13 @@ pub(super) fn emit(
             let (p, n) = (positive.finish(b), inverted.finish(b));
             let v = combine(b, width, op, p, n);
             let slot = program.gate_slot(g as usize);
-            super::store(b, base, width, slot, v);
-            if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(false)) {
+            // A value that must be in memory is stored now; another only if it leaves the
+            // registers before its last read, like a partial value.
+            let now = stored.get(g as usize).copied().unwrap_or(true);
+            if now {
+                super::store(b, base, width, slot, v);
+            }
+            if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(!now)) {
                 super::store(b, base, width, slot, value);
             }
             position += 1;
