@@ -11,9 +11,11 @@
 //! the name; by default connectFour, breakthrough, speedChess next and legal, reversi and hex
 //! from `../shared/games`), it prints the interpreter's states per second at 64 lanes, and for
 //! each lowering variant the ratio of native code at 64 and 128 lanes to it, with the lowering
-//! time. The variants: `default` (the default options), `every` (every gate stored into its
-//! slot, as before gates read only within their chunk stayed in registers) and `plain` (also
-//! computing one gate at a time, no gate in part: the code before clusters and partial values).
+//! time. The variants: `default` (the default options), `nowindow` (every slot addressed from
+//! the array's start, no base register following the stores), `every` (also every gate stored
+//! into its slot, as before gates read only within their chunk stayed in registers) and
+//! `plain` (also computing one gate at a time, no gate in part: the code before clusters and
+//! partial values).
 //!
 //! Before timing, each variant's outputs are compared with the interpreter's on random arrays,
 //! so a fast wrong engine cannot look good.
@@ -59,16 +61,25 @@ fn variants() -> Vec<(&'static str, Options)> {
         threads: 1,
         ..Options::default()
     };
+    let unwindowed = Options {
+        window: false,
+        ..default.clone()
+    };
     let every = Options {
         store_every_gate: true,
-        ..default.clone()
+        ..unwindowed.clone()
     };
     let plain = Options {
         cluster: 1,
         partial: false,
         ..every.clone()
     };
-    vec![("default", default), ("every", every), ("plain", plain)]
+    vec![
+        ("default", default),
+        ("nowindow", unwindowed),
+        ("every", every),
+        ("plain", plain),
+    ]
 }
 
 /// Random words in every base and input slot of `lanes`.

@@ -136,7 +136,8 @@ proptest! {
     /// and from Cranelift, which keeps no value in registers across gates, one, the default
     /// number, or more than the registers (so that the register allocator spills), and
     /// computes wide gates alone, in twos or in eights, with or without later gates in part,
-    /// storing every gate or only those read outside their chunk and the outputs.
+    /// storing every gate or only those read outside their chunk and the outputs, with or
+    /// without a base register following the stores.
     #[test]
     fn native_agrees_with_the_interpreter_on_random_programs(
         shape in shape(),
@@ -147,9 +148,12 @@ proptest! {
         cluster in prop_oneof![Just(1usize), Just(2), Just(8)],
         partial: bool,
         store_every_gate: bool,
+        window: bool,
     ) {
         let program = random_program(&shape, seed);
-        let options = Options { backend, keep, cluster, partial, store_every_gate, ..options(chunk_cost) };
+        let options = Options {
+            backend, keep, cluster, partial, store_every_gate, window, ..options(chunk_cost)
+        };
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     }

@@ -18,7 +18,7 @@
 //! operation that uses it, so that with Cranelift's optimizer off (see [`super::Isas`]) a load
 //! read once becomes a memory operand of that operation.
 
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::FunctionBuilder;
 use propjet_runtime::{Lit, Op, Program, Width};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -34,6 +34,9 @@ pub(super) struct Shape {
     pub cluster: usize,
     /// Whether a cluster also computes in part the later gates that share its operands.
     pub partial: bool,
+    /// Whether slots near the gates being stored are addressed from a base register that
+    /// follows the stores (see [`Window`]).
+    pub window: bool,
 }
 
 /// The most accumulators a long operand group is folded into: enough to keep two or three
@@ -101,6 +104,75 @@ impl Kept {
             }
         }
         None
+    }
+}
+
+/// Addresses slots from the array's start, or from a base register that follows the stores of
+/// the chunk's gates. A gate's slot comes after those of the gates before it, so the stores of a
+/// chunk walk up the array; from a register pointing just past the current store, the next
+/// stores and the reads of recent gates are within a one-byte displacement (-128 to 127), which
+/// makes each such instruction 3 bytes shorter than with the four-byte displacement from the
+/// array's start. When a store falls outside, the register moves up by one subtraction (an
+/// addition of a constant would be folded back into every address by Cranelift).
+struct Window {
+    array: Value,
+    width: Width,
+    enabled: bool,
+    /// The base register and the byte offset into the array it points at.
+    current: Option<(Value, i64)>,
+}
+
+/// Where the window's register points, in bytes past the store that moves it: a few slots
+/// before it stay within reach.
+const WINDOW_LEAD: i64 = 96;
+
+impl Window {
+    fn offset(&self, slot: u32) -> i64 {
+        i64::from(slot) * (self.width.words() as i64 * 8)
+    }
+
+    fn address(&self, b: &mut FunctionBuilder, slot: u32) -> (Value, i32) {
+        if let Some((value, at)) = self.current {
+            let displacement = self.offset(slot) - at;
+            if (-128..128).contains(&displacement) {
+                return (value, displacement as i32);
+            }
+        }
+        super::address(b, self.array, self.width, slot)
+    }
+
+    /// Moves the register up to `slot`, about to be stored into, if `slot` is out of its reach
+    /// and beyond the first 128 bytes (which the array's start reaches with a short
+    /// displacement) and the last reachable with a four-byte one.
+    fn follow(&mut self, b: &mut FunctionBuilder, slot: u32) {
+        let offset = self.offset(slot);
+        if !self.enabled || offset < 128 || offset + WINDOW_LEAD >= i64::from(i32::MAX) {
+            return;
+        }
+        if let Some((_, at)) = self.current {
+            if (-128..128).contains(&(offset - at)) {
+                return;
+            }
+        }
+        let target = offset + WINDOW_LEAD;
+        let (from, at) = self.current.unwrap_or((self.array, 0));
+        let minus = b.ins().iconst(types::I64, at - target);
+        self.current = Some((b.ins().isub(from, minus), target));
+    }
+
+    fn load(&self, b: &mut FunctionBuilder, slot: u32) -> Value {
+        let (addr, offset) = self.address(b, slot);
+        b.ins().load(
+            super::lane_type(self.width),
+            MemFlagsData::trusted(),
+            addr,
+            offset,
+        )
+    }
+
+    fn store(&self, b: &mut FunctionBuilder, slot: u32, value: Value) {
+        let (addr, offset) = self.address(b, slot);
+        b.ins().store(MemFlagsData::trusted(), value, addr, offset);
     }
 }
 
@@ -561,6 +633,12 @@ pub(super) fn emit(
     shape: Shape,
 ) {
     let steps = steps(program, gates, shape.cluster, shape.partial);
+    let mut window = Window {
+        array: base,
+        width,
+        enabled: shape.window,
+        current: None,
+    };
     // Needed even with nothing kept: a partial value is stored only when it leaves the
     // registers while still to be read.
     let next = next_reads(&events(program, &steps));
@@ -600,7 +678,7 @@ pub(super) fn emit(
                     runs.sort_by_key(|(r, _)| kept.get(uses[r.start].0).is_none());
                     for (run, at) in runs.drain(..) {
                         let slot = uses[run.start].0;
-                        let v = read(b, base, width, &mut kept, slot, next_at(at));
+                        let v = read(b, &window, &mut kept, slot, next_at(at));
                         for &(_, m, lit) in &uses[run] {
                             let (positive, inverted) = &mut folds[m as usize];
                             if lit.is_negated() {
@@ -615,7 +693,7 @@ pub(super) fn emit(
                     let mut block = Group::new(runs.len(), *and, shape.accumulators);
                     for (run, at) in runs.drain(..) {
                         let slot = uses[run.start].0;
-                        let v = read(b, base, width, &mut kept, slot, next_at(at));
+                        let v = read(b, &window, &mut kept, slot, next_at(at));
                         block.push(b, v);
                     }
                     if let Some(v) = block.finish(b) {
@@ -640,7 +718,7 @@ pub(super) fn emit(
                     // its gate's step reads it.
                     let slot = program.gate_slot(step.gates[m as usize] as usize);
                     if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(true)) {
-                        super::store(b, base, width, slot, value);
+                        window.store(b, slot, value);
                     }
                 }
                 position += 1;
@@ -655,10 +733,11 @@ pub(super) fn emit(
             // registers before its last read, like a partial value.
             let now = stored.get(g as usize).copied().unwrap_or(true);
             if now {
-                super::store(b, base, width, slot, v);
+                window.follow(b, slot);
+                window.store(b, slot, v);
             }
             if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(!now)) {
-                super::store(b, base, width, slot, value);
+                window.store(b, slot, value);
             }
             position += 1;
         }
@@ -666,15 +745,15 @@ pub(super) fn emit(
 }
 
 /// The value of `slot`: the register that holds it, or a load; then notes when it is read next.
-fn read(b: &mut FunctionBuilder, base: Value, width: Width, kept: &mut Kept, slot: u32, next: u32) -> Value {
+fn read(b: &mut FunctionBuilder, window: &Window, kept: &mut Kept, slot: u32, next: u32) -> Value {
     let v = match kept.get(slot) {
         Some(v) => v,
-        None => super::load(b, base, width, slot),
+        None => window.load(b, slot),
     };
     // A value read again keeps its place in memory or not; nothing is dropped unstored here
     // that a store would not have to follow, so store it.
     if let Some((slot, value)) = kept.note(slot, v, next, None) {
-        super::store(b, base, width, slot, value);
+        window.store(b, slot, value);
     }
     v
 }
