@@ -11,7 +11,8 @@
 //! the name; by default connectFour, breakthrough, speedChess next and legal, reversi and hex
 //! from `../shared/games`), it prints the interpreter's states per second at 64 lanes, and for
 //! each lowering variant the ratio of native code at 64 and 128 lanes to it, with the lowering
-//! time. The variants: `default` (the default options), `nowindow` (every slot addressed from
+//! time. The variants: `default` (the default options), `noroot` (no `fold_shared`: wide folds
+//! read twice keep their loads out of the operations), `nowindow` (also every slot addressed from
 //! the array's start, no base register following the stores), `every` (also every gate stored
 //! into its slot, as before gates read only within their chunk stayed in registers) and
 //! `plain` (also computing one gate at a time, no gate in part: the code before clusters and
@@ -61,9 +62,13 @@ fn variants() -> Vec<(&'static str, Options)> {
         threads: 1,
         ..Options::default()
     };
+    let unrooted = Options {
+        fold_shared: false,
+        ..default.clone()
+    };
     let unwindowed = Options {
         window: false,
-        ..default.clone()
+        ..unrooted.clone()
     };
     let every = Options {
         store_every_gate: true,
@@ -76,6 +81,7 @@ fn variants() -> Vec<(&'static str, Options)> {
     };
     vec![
         ("default", default),
+        ("noroot", unrooted),
         ("nowindow", unwindowed),
         ("every", every),
         ("plain", plain),

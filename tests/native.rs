@@ -137,7 +137,8 @@ proptest! {
     /// number, or more than the registers (so that the register allocator spills), and
     /// computes wide gates alone, in twos or in eights, with or without later gates in part,
     /// storing every gate or only those read outside their chunk and the outputs, with or
-    /// without a base register following the stores.
+    /// without a base register following the stores, with or without wide folds read twice
+    /// passed through a block parameter.
     #[test]
     fn native_agrees_with_the_interpreter_on_random_programs(
         shape in shape(),
@@ -149,10 +150,11 @@ proptest! {
         partial: bool,
         store_every_gate: bool,
         window: bool,
+        fold_shared: bool,
     ) {
         let program = random_program(&shape, seed);
         let options = Options {
-            backend, keep, cluster, partial, store_every_gate, window, ..options(chunk_cost)
+            backend, keep, cluster, partial, store_every_gate, window, fold_shared, ..options(chunk_cost)
         };
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());

@@ -18,7 +18,7 @@
 //! operation that uses it, so that with Cranelift's optimizer off (see [`super::Isas`]) a load
 //! read once becomes a memory operand of that operation.
 
-use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::{types, BlockArg, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::FunctionBuilder;
 use propjet_runtime::{Lit, Op, Program, Width};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -37,6 +37,8 @@ pub(super) struct Shape {
     /// Whether slots near the gates being stored are addressed from a base register that
     /// follows the stores (see [`Window`]).
     pub window: bool,
+    /// Whether wide folds read more than once go through [`root`].
+    pub root: bool,
 }
 
 /// The most accumulators a long operand group is folded into: enough to keep two or three
@@ -696,7 +698,14 @@ pub(super) fn emit(
                         let v = read(b, &window, &mut kept, slot, next_at(at));
                         block.push(b, v);
                     }
+                    let size = block.count;
                     if let Some(v) = block.finish(b) {
+                        // A block feeds several groups.
+                        let v = if shape.root && size >= ROOT_OPERANDS {
+                            root(b, base, width, v)
+                        } else {
+                            v
+                        };
                         for &(m, negated) in groups {
                             let (positive, inverted) = &mut folds[m as usize];
                             if negated {
@@ -729,9 +738,17 @@ pub(super) fn emit(
             let (p, n) = (positive.finish(b), inverted.finish(b));
             let v = combine(b, width, op, p, n);
             let slot = program.gate_slot(g as usize);
+            let now = stored.get(g as usize).copied().unwrap_or(true);
+            // Stored and read again, or read twice: more than one use.
+            let read = next_at(position);
+            let wide = shape.root && program.gates[g as usize].len as usize >= ROOT_OPERANDS;
+            let v = if wide && read != NEVER && (now || next_at(read as usize) != NEVER) {
+                root(b, base, width, v)
+            } else {
+                v
+            };
             // A value that must be in memory is stored now; another only if it leaves the
             // registers before its last read, like a partial value.
-            let now = stored.get(g as usize).copied().unwrap_or(true);
             if now {
                 window.follow(b, slot);
                 window.store(b, slot, v);
@@ -742,6 +759,36 @@ pub(super) fn emit(
             position += 1;
         }
     }
+}
+
+/// The fewest operands a fold must have for [`root`] to pay: it costs a branch, two jumps and a
+/// move or two (about 20 bytes), and saves 4 bytes per load it lets Cranelift fold.
+const ROOT_OPERANDS: usize = 16;
+
+/// `v` again, as the parameter of a new block that a branch on the array's address (never null)
+/// reaches with `v`, and otherwise with zero. Cranelift folds a load into the operation that
+/// reads it only when the loaded value is used once, and counts a value as used more than once
+/// when anything computed from it is, through any chain of operations: one wide fold read twice
+/// (a gate stored and kept for a later gate, a block feeding several groups) would keep every
+/// load of the fold out of the operations, each a separate instruction of 8 bytes. The count
+/// stops at a block parameter; the second value keeps Cranelift from replacing the parameter by
+/// `v` (it removes parameters that receive one value only).
+fn root(b: &mut FunctionBuilder, base: Value, width: Width, v: Value) -> Value {
+    let taken = b.create_block();
+    let other = b.create_block();
+    let next = b.create_block();
+    let param = b.append_block_param(next, super::lane_type(width));
+    b.ins().brif(base, taken, &[], other, &[]);
+    b.seal_block(taken);
+    b.seal_block(other);
+    b.switch_to_block(other);
+    let zero = super::constant(b, width, false);
+    b.ins().jump(next, &[BlockArg::Value(zero)]);
+    b.switch_to_block(taken);
+    b.ins().jump(next, &[BlockArg::Value(v)]);
+    b.seal_block(next);
+    b.switch_to_block(next);
+    param
 }
 
 /// The value of `slot`: the register that holds it, or a load; then notes when it is read next.

@@ -137,6 +137,11 @@ pub struct Options {
     /// bytes shorter per instruction than four-byte ones from the array's start). Other ISAs
     /// and the direct generator ignore it.
     pub window: bool,
+    /// Whether Cranelift's code passes a fold of 8 or more operands whose value is read more
+    /// than once (a gate stored and read again, a block of shared operands) through a block
+    /// parameter, so that Cranelift folds the fold's loads into its operations as memory
+    /// operands (see `gates::root`). Other ISAs and the direct generator ignore it.
+    pub fold_shared: bool,
 }
 
 impl Default for Options {
@@ -154,6 +159,7 @@ impl Default for Options {
             partial: true,
             store_every_gate: false,
             window: true,
+            fold_shared: true,
         }
     }
 }
@@ -604,10 +610,15 @@ fn compile_job(
     let isa = &isas.plain;
     ctx.clear();
     ctx.func.signature = chunk_signature(&**isa);
-    // The window saves bytes of x86-64 encodings (one-byte displacements); elsewhere the
-    // array's start is the base of every address, as it was measured.
-    let window = shape.window && isa.triple().architecture == target_lexicon::Architecture::X86_64;
-    let shape = gates::Shape { window, ..shape };
+    // Both save bytes of x86-64 encodings (one-byte displacements, loads folded into memory
+    // operands, which other ISAs' operations do not have); elsewhere the code stays as it was
+    // measured.
+    let x86_64 = isa.triple().architecture == target_lexicon::Architecture::X86_64;
+    let shape = gates::Shape {
+        window: shape.window && x86_64,
+        root: shape.root && x86_64,
+        ..shape
+    };
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
         gates::emit(b, base, job.width, program, &job.gates, stored, shape);
     });
@@ -637,6 +648,7 @@ fn shape(options: &Options) -> gates::Shape {
         cluster: options.cluster.max(1),
         partial: options.partial,
         window: options.window,
+        root: options.fold_shared,
     }
 }
 
