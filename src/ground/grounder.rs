@@ -470,11 +470,19 @@ impl<'d> Grounder<'d> {
     /// component of reached relations that are all in `select` and not evaluated yet.
     fn evaluate(&mut self, select: &[bool]) -> Result<(), GroundError> {
         let n = self.rels.len();
+        // A negated literal over an output relation is assumed true while deriving, so the
+        // relation it reads need not be complete, nor even evaluated, before the rule runs:
+        // such an edge is left out. That takes a relation only negated literals read out of
+        // the component of its readers, to be evaluated once after it rather than again in
+        // every round of that component (chess's check test, read under `not` by the `legal`
+        // rules, took a third of the fixpoint in the component of the whole game).
         let mut deps: Vec<Vec<RelId>> = vec![Vec::new(); n];
         for c in &self.conjs {
             for item in &c.body {
-                if let Item::Pos(a) | Item::Neg(a) = item {
-                    deps[c.head.rel as usize].push(a.rel);
+                match item {
+                    Item::Pos(a) => deps[c.head.rel as usize].push(a.rel),
+                    Item::Neg(a) if !self.output[a.rel as usize] => deps[c.head.rel as usize].push(a.rel),
+                    _ => {}
                 }
             }
         }
