@@ -481,11 +481,19 @@ impl<'d> Grounder<'d> {
     /// component of reached relations that are all in `select` and not evaluated yet.
     fn evaluate(&mut self, select: &[bool]) -> Result<(), GroundError> {
         let n = self.rels.len();
+        // A negated literal over an output relation is assumed true while deriving, so the
+        // relation it reads need not be complete, nor even evaluated, before the rule runs:
+        // such an edge is left out. That takes a relation only negated literals read out of
+        // the component of its readers, to be evaluated once after it rather than again in
+        // every round of that component (chess's check test, read under `not` by the `legal`
+        // rules, took a third of the fixpoint in the component of the whole game).
         let mut deps: Vec<Vec<RelId>> = vec![Vec::new(); n];
         for c in &self.conjs {
             for item in &c.body {
-                if let Item::Pos(a) | Item::Neg(a) = item {
-                    deps[c.head.rel as usize].push(a.rel);
+                match item {
+                    Item::Pos(a) => deps[c.head.rel as usize].push(a.rel),
+                    Item::Neg(a) if !self.output[a.rel as usize] => deps[c.head.rel as usize].push(a.rel),
+                    _ => {}
                 }
             }
         }
@@ -758,9 +766,14 @@ impl<'d> Grounder<'d> {
                 };
                 let head = out.atom(head, head_rel, ex.store, &cx).map_err(Stop::Error)?;
                 let body = out.body(&ex.lits, ex.store, &cx).map_err(Stop::Error)?;
-                out.add_rule(head, body, limits, name).map_err(Stop::Error)
+                out.add_rule(head, body, limits, name).map_err(Stop::Error)?;
+                // The auxiliary atoms' rules go out as they are made rather than at the end of
+                // the rule: chess's check test makes millions, which held hundreds of megabytes
+                // beside the rules already out.
+                out.add_aux_rules(&mut ex.aux_rules, ex.store, &cx, limits, name)
+                    .map_err(Stop::Error)
             });
-            let aux_rules = std::mem::take(&mut exec.aux_rules);
+            let mut aux_rules = std::mem::take(&mut exec.aux_rules);
             next_aux = exec.aux_count;
             drop(exec);
             match result {
@@ -768,11 +781,7 @@ impl<'d> Grounder<'d> {
                 Err(Stop::Time) => return Err(self.time_limit(head_rel)),
                 Err(Stop::Error(e)) => return Err(e),
             }
-            for (n, lits) in aux_rules {
-                let head = out.aux(n);
-                let body = out.body(&lits, &self.store, &cx)?;
-                out.add_rule(head, body, limits, name)?;
-            }
+            out.add_aux_rules(&mut aux_rules, &self.store, &cx, limits, name)?;
             if let Some(i) = conj.rule {
                 let cost = &mut self.costs[i];
                 cost.instantiate += clock.elapsed();
@@ -810,15 +819,6 @@ impl<'d> Grounder<'d> {
         init.sort_unstable();
         init.dedup();
 
-        let mut rules = out.rules;
-        rules.sort_unstable_by(|a, b| {
-            a.head.cmp(&b.head).then_with(|| {
-                let x = a.body.iter().map(|l| (l.atom, l.negated));
-                let y = b.body.iter().map(|l| (l.atom, l.negated));
-                x.cmp(y)
-            })
-        });
-        rules.dedup();
         let mut stats = self.stats.clone();
         for (r, rel) in self.relations.iter().enumerate() {
             if self.dynamic[r] {
@@ -847,6 +847,21 @@ impl<'d> Grounder<'d> {
         stats.costliest = costs;
         stats.terms = self.store.len();
         stats.bytes = self.store.bytes() + self.relations.iter().map(Relation::bytes).sum::<usize>();
+        // The terms, relations and indexes are not needed any more: freeing them before the
+        // rules are sorted lowers the peak of memory by their size (425 MB in chess).
+        self.relations = Vec::new();
+        self.store = TermStore::default();
+        drop(out.atom_of);
+        drop(out.aux_of);
+        let mut rules = out.rules;
+        rules.sort_unstable_by(|a, b| {
+            a.head.cmp(&b.head).then_with(|| {
+                let x = a.body.iter().map(|l| (l.atom, l.negated));
+                let y = b.body.iter().map(|l| (l.atom, l.negated));
+                x.cmp(y)
+            })
+        });
+        rules.dedup();
         stats.instantiate = start.elapsed();
         Ok((
             Grounded {
@@ -914,6 +929,23 @@ impl Out {
             });
         }
         Ok(body)
+    }
+
+    /// Adds the rules of auxiliary atoms in `rules` (atom number and body), emptying it.
+    fn add_aux_rules(
+        &mut self,
+        rules: &mut Vec<(u32, Vec<OutLit>)>,
+        store: &TermStore,
+        cx: &KindCx,
+        limits: &GroundLimits,
+        name: &str,
+    ) -> Result<(), GroundError> {
+        for (n, lits) in rules.drain(..) {
+            let head = self.aux(n);
+            let body = self.body(&lits, store, cx)?;
+            self.add_rule(head, body, limits, name)?;
+        }
+        Ok(())
     }
 
     /// Adds `head ⇐ body` after sorting the body and dropping repeats; a rule with both `x`
