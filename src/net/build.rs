@@ -168,6 +168,14 @@ impl<'g> Builder<'g> {
                     atom.text.clone()
                 }
                 AtomKind::View => atom.text.clone(),
+                // The runtime has no slot kind for values computed outside the net yet
+                // (doc/opaque.md describes the plan), so a net cannot be built from them.
+                AtomKind::Opaque => {
+                    return Err(NetError::Unsupported(format!(
+                        "opaque atom {}: the runtime cannot fill opaque slots yet",
+                        atom.text
+                    )))
+                }
             };
             views.push((name, self.node_of(id)));
         }

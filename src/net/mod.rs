@@ -213,6 +213,9 @@ pub enum NetError {
         /// What was being built.
         what: String,
     },
+    /// The ground program has something the net cannot express yet.
+    #[error("not supported by the net: {0}")]
+    Unsupported(String),
     /// A bug: an invariant failed.
     #[error("internal net error (a bug): {0}")]
     Internal(String),
