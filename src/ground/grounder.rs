@@ -587,8 +587,8 @@ impl<'d> Grounder<'d> {
                     line,
                     col,
                     format!(
-                        "opaque relation {} is called with an argument no call site binds; its \
-                         value per state is only defined for fully bound calls",
+                        "opaque relation {} is called with an argument left unbound at some call \
+                         site; its value per state is only defined for fully bound calls",
                         self.rel_names[p as usize]
                     ),
                 ));

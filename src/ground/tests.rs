@@ -528,3 +528,110 @@ fn the_ground_program_is_deterministic() {
     assert_eq!(a.rules, b.rules);
     assert_eq!(a.init, b.init);
 }
+
+/// A walk on a line of cells whose links the robot can cut. Cutting a link is legal only while
+/// the robot can still reach `d`, asked of `reach/2`, a recursive relation over the state that
+/// every call binds fully: the shape of dresden_corridor's `dfs`, small enough to ground too.
+const CUT: &str = "
+    (role robot)
+    (init (at a)) (init (link a b)) (init (link b c)) (init (link c d)) (init (step 0))
+    (node a) (node b) (node c) (node d)
+    (succ 0 1) (succ 1 2) (succ 2 3)
+    (<= (reach ?x ?x) (node ?x))
+    (<= (reach ?x ?z) (true (link ?x ?y)) (reach ?y ?z))
+    (<= (moved ?y) (does robot (go ?y)))
+    (<= (legal robot (go ?y)) (true (at ?x)) (true (link ?x ?y)))
+    (<= (legal robot (cut ?x ?y)) (true (link ?x ?y)) (true (at ?p)) (reach ?p d))
+    (<= (next (at ?y)) (moved ?y))
+    (<= (next (at ?x)) (true (at ?x)) (does robot (cut ?u ?v)))
+    (<= (next (link ?x ?y)) (true (link ?x ?y)) (not (does robot (cut ?x ?y))))
+    (<= (next (step ?m)) (true (step ?n)) (succ ?n ?m))
+    (<= terminal (true (step 3)))
+    (<= terminal (true (at d)))
+    (goal robot 100)
+";
+
+fn ground_opaque(src: &str, opaque: &[&str]) -> Result<Grounded, GroundError> {
+    let options = GroundOptions {
+        opaque: opaque.iter().map(|s| s.to_string()).collect(),
+    };
+    ground_with_options(&parse(src), &GroundLimits::default(), &options).map(|(g, _)| g)
+}
+
+#[test]
+fn an_opaque_relation_becomes_its_calls() {
+    let g = match ground_opaque(CUT, &["reach/2"]) {
+        Ok(g) => g,
+        Err(e) => panic!("the game should ground with reach/2 opaque: {e}"),
+    };
+    g.check_invariants().expect("the invariants hold");
+    // The robot can stand on any of the four cells, and the only call asks about `d`: the
+    // recursive calls inside `reach`'s own rules are not the net's business.
+    assert_eq!(
+        texts(&g, |k| *k == AtomKind::Opaque),
+        ["(reach a d)", "(reach b d)", "(reach c d)", "(reach d d)"]
+    );
+    assert!(
+        g.atoms
+            .iter()
+            .all(|a| a.kind == AtomKind::Opaque || !a.text.starts_with("(reach")),
+        "reach atoms of another kind remain"
+    );
+    for r in &g.rules {
+        assert_ne!(
+            g.atoms[r.head.index()].kind,
+            AtomKind::Opaque,
+            "an opaque atom is defined"
+        );
+    }
+    // The `cut` moves read the call of the robot's cell together with its position (the
+    // join shares that pair between the links, as an auxiliary atom).
+    let all = rules(&g);
+    for cell in ["a", "b", "c", "d"] {
+        let pair = format!("<= (true (at {cell})) (reach {cell} d)");
+        assert!(
+            all.iter().any(|r| r.ends_with(&pair)),
+            "no rule reads {pair}: {all:#?}"
+        );
+    }
+    // Grounded in full, the same game has the same calls as views (and the recursive ones).
+    let full = ground_src(CUT);
+    let views = texts(&full, |k| *k == AtomKind::View);
+    for call in texts(&g, |k| *k == AtomKind::Opaque) {
+        assert!(
+            views.contains(&call),
+            "{call} is not an atom of the full grounding"
+        );
+    }
+    // The net cannot hold opaque atoms yet, and says so.
+    match crate::net::build(&g, &crate::net::NetLimits::default()) {
+        Err(crate::net::NetError::Unsupported(m)) => assert!(m.contains("(reach"), "{m}"),
+        other => panic!(
+            "expected the net to refuse opaque atoms, got {:?}",
+            other.map(|_| ())
+        ),
+    }
+}
+
+#[test]
+fn relations_that_cannot_be_opaque_are_refused_by_name() {
+    let refused = |src: &str, name: &str, why: &str| match ground_opaque(src, &[name]) {
+        Err(GroundError::Unsupported { message, .. }) => {
+            assert!(message.contains(name), "{message}");
+            assert!(message.contains(why), "{message}");
+        }
+        other => panic!("expected {name} to be refused, got {:?}", other.map(|_| ())),
+    };
+    refused(CUT, "moved/1", "depends on 'does'");
+    refused(CUT, "node/1", "does not depend on the state");
+    refused(CUT, "legal/2", "GDL itself");
+    refused(CUT, "nowhere/2", "no such symbol");
+    refused(CUT, "reach/3", "no rule");
+    refused(CUT, "reach", "name/arity");
+    // A call that leaves the target free cannot be answered per state.
+    let free = CUT.replace(
+        "(goal robot 100)",
+        "(goal robot 100) (<= (legal robot (look ?z)) (true (at ?p)) (reach ?p ?z))",
+    );
+    refused(&free, "reach/2", "unbound");
+}
