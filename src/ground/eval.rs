@@ -8,10 +8,19 @@
 //! once per state and kept for the next state's computation.
 
 use super::grounder::components;
-use super::types::{AtomKind, Grounded};
+use super::types::{AtomKind, GroundLit, Grounded};
 use propjet_runtime::{FactIdx, Machine, MachineError, MoveIdx, RoleIdx};
 use rustc_hash::FxHashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Computes the values of the `Opaque` atoms of a ground program, one state at a time (see
+/// `doc/opaque.md`): the grounder left their relation's rules out, so something that evaluates
+/// those rules top down must answer.
+pub trait OpaqueOracle: Send + Sync {
+    /// Whether the opaque atom `atom` (its text) holds in the state whose `true` facts are
+    /// `facts` (their texts, as `GroundAtom::text` writes them).
+    fn holds(&self, facts: &[&str], atom: &str) -> Result<bool, String>;
+}
 
 /// A state: one bit per `True` atom, in [`FactIdx`] order.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -51,7 +60,20 @@ pub struct GroundMachine {
     terminal: Vec<u32>,
     order: Vec<Component>,
     initial: GroundState,
-    cache: Mutex<Option<(GroundState, Vec<bool>)>>,
+    cache: Mutex<Option<(GroundState, Values)>>,
+    /// Whether each atom is of kind `Opaque`.
+    is_opaque: Vec<bool>,
+    oracle: Option<Arc<dyn OpaqueOracle>>,
+    /// The first error of the oracle, and how many opaque atoms it was asked about.
+    opaque_log: Mutex<(Option<String>, u64)>,
+}
+
+/// The values of the atoms in one state, and which opaque atoms have been asked about (an
+/// opaque atom is only computed when the other literals of a rule reading it hold).
+#[derive(Clone)]
+struct Values {
+    values: Vec<bool>,
+    known: Vec<bool>,
 }
 
 /// Canonical KIF of a move written with any case and spacing.
@@ -92,6 +114,27 @@ impl GroundMachine {
     /// Prepares `g` for evaluation. Fails if the program has negation inside a recursive
     /// component (which a stratified game never gives) or breaks an invariant of [`Grounded`].
     pub fn new(g: Grounded) -> Result<GroundMachine, String> {
+        if let Some(a) = g.atoms.iter().find(|a| a.kind == AtomKind::Opaque) {
+            return Err(format!(
+                "the program has opaque atoms ({} among them), which need an oracle: use with_opaque",
+                a.text
+            ));
+        }
+        Self::build(g, None)
+    }
+
+    /// Prepares `g`, whose opaque atoms `oracle` computes, for evaluation.
+    pub fn with_opaque(g: Grounded, oracle: Arc<dyn OpaqueOracle>) -> Result<GroundMachine, String> {
+        Self::build(g, Some(oracle))
+    }
+
+    /// The first error the oracle reported, if any (the evaluation went on with the atom
+    /// false), and how many opaque atoms it has been asked about.
+    pub fn opaque_log(&self) -> (Option<String>, u64) {
+        self.opaque_log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn build(g: Grounded, oracle: Option<Arc<dyn OpaqueOracle>>) -> Result<GroundMachine, String> {
         let n = g.atoms.len();
         let mut facts = Vec::new();
         let mut fact_of = vec![u32::MAX; n];
@@ -193,7 +236,11 @@ impl GroundMachine {
                 .ok_or_else(|| format!("initial atom {a} is not a true atom"))?;
             initial.set(f as usize);
         }
+        let is_opaque = g.atoms.iter().map(|a| a.kind == AtomKind::Opaque).collect();
         Ok(GroundMachine {
+            is_opaque,
+            oracle,
+            opaque_log: Mutex::new((None, 0)),
             g,
             facts,
             moves,
@@ -213,14 +260,14 @@ impl GroundMachine {
         &self.g
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<(GroundState, Vec<bool>)>> {
+    fn lock(&self) -> MutexGuard<'_, Option<(GroundState, Values)>> {
         // The cache is replaced whole, so a panic elsewhere cannot leave it half-written.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Evaluates the components that `with_does` selects (those needing `does` or the others)
     /// over `values`.
-    fn evaluate(&self, values: &mut [bool], with_does: bool) {
+    fn evaluate(&self, state: &GroundState, v: &mut Values, with_does: bool) {
         for comp in &self.order {
             if comp.needs_does != with_does {
                 continue;
@@ -230,8 +277,23 @@ impl GroundMachine {
                 for &r in &comp.rules {
                     let rule = &self.g.rules[r as usize];
                     let h = rule.head.index();
-                    if !values[h] && rule.body.iter().all(|l| values[l.atom.index()] != l.negated) {
-                        values[h] = true;
+                    if v.values[h] {
+                        continue;
+                    }
+                    // Opaque atoms are asked about last, and only when the rest of the body
+                    // holds: that is their demand.
+                    let opaque = |l: &GroundLit| self.is_opaque[l.atom.index()];
+                    let rest = rule
+                        .body
+                        .iter()
+                        .all(|l| opaque(l) || v.values[l.atom.index()] != l.negated);
+                    if rest
+                        && rule
+                            .body
+                            .iter()
+                            .all(|l| !opaque(l) || self.opaque(state, v, l.atom.index()) != l.negated)
+                    {
+                        v.values[h] = true;
                         changed = true;
                     }
                 }
@@ -242,20 +304,49 @@ impl GroundMachine {
         }
     }
 
+    /// The value of opaque atom `a` in `state`, asking the oracle the first time.
+    fn opaque(&self, state: &GroundState, v: &mut Values, a: usize) -> bool {
+        if !v.known[a] {
+            let facts: Vec<&str> = (0..self.facts.len())
+                .filter(|&f| state.get(f))
+                .map(|f| self.g.atoms[self.facts[f] as usize].text.as_str())
+                .collect();
+            let answer = match &self.oracle {
+                Some(o) => o.holds(&facts, &self.g.atoms[a].text),
+                None => Err(format!("no oracle for opaque atom {}", self.g.atoms[a].text)),
+            };
+            let mut log = self.opaque_log.lock().unwrap_or_else(|e| e.into_inner());
+            log.1 += 1;
+            v.values[a] = match answer {
+                Ok(b) => b,
+                Err(e) => {
+                    log.0.get_or_insert(e);
+                    false
+                }
+            };
+            v.known[a] = true;
+        }
+        v.values[a]
+    }
+
     /// The values of every atom that does not depend on `does`, in `state`.
-    fn state_values(&self, state: &GroundState) -> Vec<bool> {
+    fn state_values(&self, state: &GroundState) -> Values {
         if let Some((s, v)) = self.lock().as_ref() {
             if s == state {
                 return v.clone();
             }
         }
-        let mut values = vec![false; self.g.atoms.len()];
+        let n = self.g.atoms.len();
+        let mut v = Values {
+            values: vec![false; n],
+            known: vec![false; n],
+        };
         for (f, &a) in self.facts.iter().enumerate() {
-            values[a as usize] = state.get(f);
+            v.values[a as usize] = state.get(f);
         }
-        self.evaluate(&mut values, false);
-        *self.lock() = Some((state.clone(), values.clone()));
-        values
+        self.evaluate(state, &mut v, false);
+        *self.lock() = Some((state.clone(), v.clone()));
+        v
     }
 
     fn check_state(&self, state: &GroundState) -> bool {
@@ -296,7 +387,7 @@ impl Machine for GroundMachine {
         if !self.check_state(state) {
             return Vec::new();
         }
-        let values = self.state_values(state);
+        let values = self.state_values(state).values;
         let mut moves: Vec<MoveIdx> = self
             .legal_move
             .iter()
@@ -334,11 +425,15 @@ impl Machine for GroundMachine {
         let mut values = if self.check_state(state) {
             self.state_values(state)
         } else {
-            vec![false; self.g.atoms.len()]
+            let n = self.g.atoms.len();
+            Values {
+                values: vec![false; n],
+                known: vec![false; n],
+            }
         };
         for (r, mv) in joint.iter().enumerate() {
             match self.moves.get(mv.index()) {
-                Some(&(role, a)) if role as usize == r => values[a as usize] = true,
+                Some(&(role, a)) if role as usize == r => values.values[a as usize] = true,
                 _ => {
                     return Err(MachineError::UnknownMove {
                         role: roles[r].clone(),
@@ -347,10 +442,10 @@ impl Machine for GroundMachine {
                 }
             }
         }
-        self.evaluate(&mut values, true);
+        self.evaluate(state, &mut values, true);
         let mut next = GroundState(vec![0; self.facts.len().div_ceil(64)]);
         for &(a, f) in &self.next_fact {
-            if values[a as usize] {
+            if values.values[a as usize] {
                 next.set(f as usize);
             }
         }
@@ -361,7 +456,7 @@ impl Machine for GroundMachine {
         if !self.check_state(state) {
             return false;
         }
-        let values = self.state_values(state);
+        let values = self.state_values(state).values;
         self.terminal.iter().any(|&a| values[a as usize])
     }
 
@@ -369,7 +464,7 @@ impl Machine for GroundMachine {
         if !self.check_state(state) {
             return Vec::new();
         }
-        let values = self.state_values(state);
+        let values = self.state_values(state).values;
         let mut out: Vec<u32> = self
             .goals
             .iter()

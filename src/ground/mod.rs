@@ -11,7 +11,7 @@ mod terms;
 mod tests;
 mod types;
 
-pub use eval::{GroundMachine, GroundState};
+pub use eval::{GroundMachine, GroundState, OpaqueOracle};
 pub use grounder::{GroundStats, RuleCost, MAX_TERM_DEPTH};
 pub use types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRule, Grounded};
 

@@ -540,10 +540,12 @@ const CUT: &str = "
     (<= (reach ?x ?x) (node ?x))
     (<= (reach ?x ?z) (true (link ?x ?y)) (reach ?y ?z))
     (<= (moved ?y) (does robot (go ?y)))
+    (legal robot wait)
     (<= (legal robot (go ?y)) (true (at ?x)) (true (link ?x ?y)))
     (<= (legal robot (cut ?x ?y)) (true (link ?x ?y)) (true (at ?p)) (reach ?p d))
     (<= (next (at ?y)) (moved ?y))
     (<= (next (at ?x)) (true (at ?x)) (does robot (cut ?u ?v)))
+    (<= (next (at ?x)) (true (at ?x)) (does robot wait))
     (<= (next (link ?x ?y)) (true (link ?x ?y)) (not (does robot (cut ?x ?y))))
     (<= (next (step ?m)) (true (step ?n)) (succ ?n ?m))
     (<= terminal (true (step 3)))
@@ -634,4 +636,25 @@ fn relations_that_cannot_be_opaque_are_refused_by_name() {
         "(goal robot 100) (<= (legal robot (look ?z)) (true (at ?p)) (reach ?p ?z))",
     );
     refused(&free, "reach/2", "unbound");
+}
+
+#[test]
+fn opaque_atoms_answered_top_down_play_the_same_game() {
+    let desc = parse(CUT);
+    let reference = std::sync::Arc::new(Reference::new(&desc).expect("the reference takes the game"));
+    let g = ground_opaque(CUT, &["reach/2"]).expect("the game grounds with reach/2 opaque");
+    let machine = GroundMachine::with_opaque(g.clone(), reference.clone()).expect("the evaluator takes it");
+    let mut engines: Vec<Box<dyn Cursor + '_>> =
+        vec![compare::cursor(&*reference), compare::cursor(&machine)];
+    let report = compare::lockstep(&mut engines, 20, 7, 200).expect("the playouts run");
+    assert!(
+        report.is_clean(),
+        "opaque grounding disagrees with the reference: {report}"
+    );
+    assert!(report.states > 0, "no state was compared");
+    let (error, asked) = machine.opaque_log();
+    assert_eq!(error, None);
+    assert!(asked > 0, "the oracle was never asked");
+    // Without an oracle the program is refused rather than evaluated with the atoms false.
+    assert!(GroundMachine::new(g).is_err());
 }

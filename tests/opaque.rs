@@ -1,0 +1,52 @@
+//! dresden_corridor, the corpus game whose legal wall placements run a depth-first search that
+//! cannot be grounded, played with `dfs/3` opaque (doc/opaque.md): the grounder grounds the
+//! rest, the ground evaluator asks a reference evaluator for the `dfs` atoms a state needs, and
+//! the whole must play exactly as the reference evaluator plays the game. The oracle is a
+//! second reference instance, so the comparison's own reference shares no tables with it.
+
+mod common;
+
+use common::shared_dir;
+use propjet::compare::{self, Cursor};
+use propjet::gdl;
+use propjet::ground::{self, AtomKind, GroundLimits, GroundMachine, GroundOptions};
+use propjet::reference::Reference;
+use std::sync::Arc;
+
+#[test]
+fn dresden_corridor_plays_like_the_reference_with_dfs_opaque() {
+    let Some(shared) = shared_dir("the opaque corridor test") else {
+        return;
+    };
+    let path = shared.join("games/dresden_corridor.kif");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let desc = gdl::parse(&text).unwrap_or_else(|e| panic!("the front end rejects the game: {e}"));
+    let options = GroundOptions {
+        opaque: vec!["dfs/3".to_string()],
+    };
+    let (g, _) = ground::ground_with_options(&desc, &GroundLimits::default(), &options)
+        .unwrap_or_else(|e| panic!("the game does not ground with dfs/3 opaque: {e}"));
+    g.check_invariants()
+        .expect("the ground program keeps its invariants");
+    assert!(
+        g.atoms.iter().any(|a| a.kind == AtomKind::Opaque),
+        "no dfs atom was made opaque"
+    );
+
+    let reference = Reference::new(&desc).expect("the reference takes the game");
+    let oracle = Arc::new(Reference::new(&desc).expect("the reference takes the game"));
+    let machine = GroundMachine::with_opaque(g, oracle).expect("the ground evaluator takes the program");
+    let mut engines: Vec<Box<dyn Cursor + '_>> = vec![compare::cursor(&reference), compare::cursor(&machine)];
+    // Each state costs milliseconds of top-down search on both sides, so a few playouts.
+    let report = compare::lockstep(&mut engines, 3, 11, 200).expect("the playouts run");
+    assert!(
+        report.is_clean(),
+        "the opaque grounding disagrees with the reference: {report}"
+    );
+    assert!(report.states > 50, "too few states compared: {report}");
+    let (error, asked) = machine.opaque_log();
+    assert_eq!(error, None, "the oracle failed");
+    assert!(asked > 0, "no dfs atom was asked about");
+    eprintln!("{report}; {asked} dfs atoms asked");
+}
