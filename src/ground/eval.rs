@@ -8,7 +8,7 @@
 //! once per state and kept for the next state's computation.
 
 use super::grounder::components;
-use super::types::{AtomKind, GroundLit, Grounded};
+use super::types::{AtomKind, Grounded};
 use propjet_runtime::{FactIdx, Machine, MachineError, MoveIdx, RoleIdx};
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -43,6 +43,8 @@ struct Component {
     recursive: bool,
     /// Whether it depends on a `does` atom, directly or through other atoms.
     needs_does: bool,
+    /// Whether it depends on an opaque atom, directly or through other atoms.
+    needs_opaque: bool,
 }
 
 /// A [`Grounded`] program evaluated naively (engine name `ground`).
@@ -63,6 +65,11 @@ pub struct GroundMachine {
     cache: Mutex<Option<(GroundState, Values)>>,
     /// Whether each atom is of kind `Opaque`.
     is_opaque: Vec<bool>,
+    /// Whether each atom depends on an opaque atom, and on a `does` atom.
+    on_opaque: Vec<bool>,
+    on_does: Vec<bool>,
+    /// The atoms whose values the game master reads: where demand starts.
+    demanded_outputs: Vec<bool>,
     oracle: Option<Arc<dyn OpaqueOracle>>,
     /// The first error of the oracle, and how many opaque atoms it was asked about.
     opaque_log: Mutex<(Option<String>, u64)>,
@@ -225,8 +232,49 @@ impl GroundMachine {
                 rules,
                 recursive,
                 needs_does,
+                needs_opaque: false,
             });
         }
+        // Which atoms depend on an opaque atom or on a move, for the demand of opaque atoms.
+        let mut on_opaque: Vec<bool> = g.atoms.iter().map(|a| a.kind == AtomKind::Opaque).collect();
+        let mut on_does: Vec<bool> = g
+            .atoms
+            .iter()
+            .map(|a| matches!(a.kind, AtomKind::Does { .. }))
+            .collect();
+        for comp in &mut order {
+            loop {
+                let mut changed = false;
+                for &r in &comp.rules {
+                    let rule = &g.rules[r as usize];
+                    let h = rule.head.index();
+                    let o = rule.body.iter().any(|l| on_opaque[l.atom.index()]);
+                    let d = rule.body.iter().any(|l| on_does[l.atom.index()]);
+                    if (o && !on_opaque[h]) || (d && !on_does[h]) {
+                        on_opaque[h] |= o;
+                        on_does[h] |= d;
+                        changed = true;
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+            comp.needs_opaque = comp
+                .rules
+                .iter()
+                .any(|&r| on_opaque[g.rules[r as usize].head.index()]);
+        }
+        let demanded_outputs = g
+            .atoms
+            .iter()
+            .map(|a| {
+                matches!(
+                    a.kind,
+                    AtomKind::Legal { .. } | AtomKind::Goal { .. } | AtomKind::Terminal | AtomKind::Next
+                )
+            })
+            .collect();
 
         let mut initial = GroundState(vec![0; facts.len().div_ceil(64)]);
         for a in &g.init {
@@ -239,6 +287,9 @@ impl GroundMachine {
         let is_opaque = g.atoms.iter().map(|a| a.kind == AtomKind::Opaque).collect();
         Ok(GroundMachine {
             is_opaque,
+            on_opaque,
+            on_does,
+            demanded_outputs,
             oracle,
             opaque_log: Mutex::new((None, 0)),
             g,
@@ -266,10 +317,65 @@ impl GroundMachine {
     }
 
     /// Evaluates the components that `with_does` selects (those needing `does` or the others)
-    /// over `values`.
+    /// over `v`. Without `does`, the components that do not read opaque atoms come first; then
+    /// the demand of each opaque atom is propagated down from the outputs (`doc/opaque.md` §4),
+    /// the demanded opaque atoms are asked for, the others left false, and the remaining
+    /// components evaluated.
     fn evaluate(&self, state: &GroundState, v: &mut Values, with_does: bool) {
+        if with_does {
+            self.run(v, |c| c.needs_does);
+            return;
+        }
+        self.run(v, |c| !c.needs_does && !c.needs_opaque);
+        if !self.is_opaque.iter().any(|&o| o) {
+            return;
+        }
+        let mut demand = self.demanded_outputs.clone();
+        for comp in self.order.iter().rev() {
+            if !comp.needs_opaque {
+                continue;
+            }
+            loop {
+                let mut changed = false;
+                for &r in &comp.rules {
+                    let rule = &self.g.rules[r as usize];
+                    if !demand[rule.head.index()] {
+                        continue;
+                    }
+                    // The literals known now: those reading neither opaque atoms nor moves.
+                    let known = |i: usize| !self.on_opaque[i] && !self.on_does[i];
+                    if rule
+                        .body
+                        .iter()
+                        .any(|l| known(l.atom.index()) && v.values[l.atom.index()] == l.negated)
+                    {
+                        continue;
+                    }
+                    for l in &rule.body {
+                        let i = l.atom.index();
+                        if self.on_opaque[i] && !demand[i] {
+                            demand[i] = true;
+                            changed = true;
+                        }
+                    }
+                }
+                if !comp.recursive || !changed {
+                    break;
+                }
+            }
+        }
+        for (a, &wanted) in demand.iter().enumerate() {
+            if wanted && self.is_opaque[a] {
+                self.opaque(state, v, a);
+            }
+        }
+        self.run(v, |c| !c.needs_does && c.needs_opaque);
+    }
+
+    /// Evaluates the components `select` picks, in dependency order, over `v`.
+    fn run(&self, v: &mut Values, select: impl Fn(&Component) -> bool) {
         for comp in &self.order {
-            if comp.needs_does != with_does {
+            if !select(comp) {
                 continue;
             }
             loop {
@@ -277,22 +383,7 @@ impl GroundMachine {
                 for &r in &comp.rules {
                     let rule = &self.g.rules[r as usize];
                     let h = rule.head.index();
-                    if v.values[h] {
-                        continue;
-                    }
-                    // Opaque atoms are asked about last, and only when the rest of the body
-                    // holds: that is their demand.
-                    let opaque = |l: &GroundLit| self.is_opaque[l.atom.index()];
-                    let rest = rule
-                        .body
-                        .iter()
-                        .all(|l| opaque(l) || v.values[l.atom.index()] != l.negated);
-                    if rest
-                        && rule
-                            .body
-                            .iter()
-                            .all(|l| !opaque(l) || self.opaque(state, v, l.atom.index()) != l.negated)
-                    {
+                    if !v.values[h] && rule.body.iter().all(|l| v.values[l.atom.index()] != l.negated) {
                         v.values[h] = true;
                         changed = true;
                     }

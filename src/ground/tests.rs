@@ -644,8 +644,14 @@ fn opaque_atoms_answered_top_down_play_the_same_game() {
     let reference = std::sync::Arc::new(Reference::new(&desc).expect("the reference takes the game"));
     let g = ground_opaque(CUT, &["reach/2"]).expect("the game grounds with reach/2 opaque");
     let machine = GroundMachine::with_opaque(g.clone(), reference.clone()).expect("the evaluator takes it");
-    let mut engines: Vec<Box<dyn Cursor + '_>> =
-        vec![compare::cursor(&*reference), compare::cursor(&machine)];
+    // The game also grounds in full, which gives a third engine that owes nothing to top-down
+    // evaluation.
+    let full = GroundMachine::new(ground_src(CUT)).expect("the evaluator takes the full program");
+    let mut engines: Vec<Box<dyn Cursor + '_>> = vec![
+        compare::cursor(&*reference),
+        compare::cursor(&machine),
+        compare::cursor(&full),
+    ];
     let report = compare::lockstep(&mut engines, 20, 7, 200).expect("the playouts run");
     assert!(
         report.is_clean(),
