@@ -382,3 +382,42 @@ impl Machine for Reference {
         values
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gdl;
+
+    /// A search over lists in the style of real games: `walk`'s base case is a bodiless rule
+    /// that holds only for a bound stack, and `app` (append) likewise. In the recursive rule the
+    /// call `(walk ?new …)` has more arguments bound than `(app ?kids ?rest ?new)` once `kids`
+    /// has run, yet it must wait for `app` to bind `?new`: made first, it finds no answer and
+    /// the walk from 1 to 3 would fail.
+    #[test]
+    fn a_call_to_an_unsafe_relation_waits_for_its_bindings() {
+        let text = "
+            (role r)
+            (init (at 1))
+            (kids 1 (cons 2 nil))
+            (kids 2 (cons 3 nil))
+            (<= (app nil ?l ?l))
+            (<= (app (cons ?x ?a) ?b (cons ?x ?c)) (app ?a ?b ?c))
+            (<= (walk (cons ?goal ?l) ?goal ?visited ?tag))
+            (<= (walk (cons ?top ?rest) ?goal ?visited ?tag)
+                (kids ?top ?kids)
+                (app ?kids ?rest ?new)
+                (walk ?new ?goal (cons ?top ?visited) ?tag))
+            (<= (reaches ?goal) (true (at ?s)) (walk (cons ?s nil) ?goal nil a))
+            (<= (legal r stay) (true (at ?s)))
+            (<= (next (at ?s)) (true (at ?s)))
+            (<= terminal (reaches 3))
+            (<= (goal r 100) (reaches 3))
+            (<= (goal r 0) (not (reaches 3)))
+        ";
+        let desc = gdl::parse(text).expect("the game parses");
+        let reference = Reference::new(&desc).expect("the reference takes the game");
+        let start = reference.initial_state();
+        assert!(reference.is_terminal(&start), "3 is reached from 1 through 2");
+        assert_eq!(reference.goal_values(&start, RoleIdx::from_index(0)), vec![100]);
+    }
+}

@@ -114,6 +114,10 @@ pub(crate) struct Program {
     pub stored: Vec<bool>,
     /// The rules of each relation.
     pub rules_of: Vec<Vec<CompiledRule>>,
+    /// Relations with a rule that is unsafe on its own (see [`CompiledRule::safe`]): such a
+    /// rule gives answers only for calls that bind what its body does not, so a call to one is
+    /// made only once nothing else in the body can bind more of its arguments.
+    pub needs_binding: Vec<bool>,
     pub rel_true: RelId,
     pub rel_does: RelId,
     pub rel_init: RelId,
@@ -370,11 +374,16 @@ pub(crate) fn compile(desc: &Description, interner: &mut Interner) -> Result<Pro
         }
     }
 
+    let needs_binding = by_head
+        .iter()
+        .map(|rules| rules.iter().any(|r| !r.safe))
+        .collect();
     Ok(Program {
         stored,
         rel_key,
         layer,
         paths,
+        needs_binding,
         rules_of: by_head,
         rel_true,
         rel_does,

@@ -18,6 +18,8 @@ use super::terms::{Interner, TermId};
 use rustc_hash::FxHashMap;
 
 const UNBOUND: TermId = TermId::MAX;
+/// The estimate of a call that should wait for more bindings (see `estimate`): above any real one.
+const NEEDS_BINDING: usize = usize::MAX / 2;
 
 /// The answers to one call.
 struct Table {
@@ -375,6 +377,13 @@ impl<'a> TopDown<'a> {
         }
         if bound == lit.args.len() {
             return 1;
+        }
+        if self.program.needs_binding[lit.rel as usize] {
+            // Called with free arguments, a relation with an unsafe rule can miss answers that
+            // the same call with more arguments bound has (its bodiless base case, say, holds
+            // only for a bound list), so every other literal goes first; among such calls the
+            // earliest in the body goes first, the order their rules were written for.
+            return NEEDS_BINDING + i;
         }
         if exists {
             let tables = self.tables_ref(self.program.layer[lit.rel as usize]);
