@@ -496,7 +496,7 @@ fn sweep(net: &Propnet, fixed: &[Option<bool>]) -> Vec<Tv> {
         let v = match node {
             Node::Const(c) => [Tv::F, Tv::T][*c as usize],
             Node::Base(b) => fixed[*b as usize].map_or(Tv::X, |v| [Tv::F, Tv::T][v as usize]),
-            Node::Input(_) => Tv::X,
+            Node::Input(_) | Node::Opaque(_) => Tv::X,
             Node::Not(x) => match vals[x.index()] {
                 Tv::F => Tv::T,
                 Tv::T => Tv::F,
@@ -625,6 +625,7 @@ fn net_of(program: &Program) -> Propnet {
         goals,
         terminal,
         views: Vec::new(),
+        ..Propnet::default()
     };
     net.verify().expect("a program's net is valid");
     net

@@ -4,11 +4,8 @@
 //! the whole must play exactly as the reference evaluator plays the game. The oracle is a
 //! second reference instance, so the comparison's own reference shares no tables with it.
 //!
-//! Caveat (doc/opaque-status.md): under the reference evaluator no `dfs` call that needs a
-//! search step holds (`examples/corridor_dfs_probe` shows a rule whose body holds and whose head
-//! is reported false), so no wall placement is ever legal and this test only sees `dfs` false.
-//! It checks the grounding of everything else and the demand; it cannot check `dfs` itself
-//! until the reference evaluator is fixed or an independent trace of the game exists.
+//! Wall placements are legal only where `dfs` finds a path, so the test also checks that the
+//! initial state has `place` moves: a `dfs` that never held would leave none.
 
 mod common;
 
@@ -17,6 +14,7 @@ use propjet::compare::{self, Cursor};
 use propjet::gdl;
 use propjet::ground::{self, AtomKind, GroundLimits, GroundMachine, GroundOptions};
 use propjet::reference::Reference;
+use propjet_runtime::{Machine, RoleIdx};
 use std::sync::Arc;
 
 #[test]
@@ -44,13 +42,23 @@ fn dresden_corridor_plays_like_the_reference_with_dfs_opaque() {
     let oracle = Arc::new(Reference::new(&desc).expect("the reference takes the game"));
     let machine = GroundMachine::with_opaque(g, oracle).expect("the ground evaluator takes the program");
     let mut engines: Vec<Box<dyn Cursor + '_>> = vec![compare::cursor(&reference), compare::cursor(&machine)];
-    // Each state costs milliseconds of top-down search on both sides, so a few playouts.
-    let report = compare::lockstep(&mut engines, 3, 11, 200).expect("the playouts run");
+    // Each state costs up to a second of top-down search on both sides (the searches of up to
+    // 128 wall placements), so one short playout.
+    let report = compare::lockstep(&mut engines, 1, 11, 12).expect("the playouts run");
     assert!(
         report.is_clean(),
         "the opaque grounding disagrees with the reference: {report}"
     );
-    assert!(report.states > 50, "too few states compared: {report}");
+    assert!(report.states >= 12, "too few states compared: {report}");
+    let start = machine.initial_state();
+    let places = (0..2)
+        .flat_map(|r| machine.legal_moves(&start, RoleIdx::from_index(r)))
+        .filter(|&m| machine.move_name(m).starts_with("(place"))
+        .count();
+    assert!(
+        places > 0,
+        "no wall placement is legal in the initial state: dfs never held"
+    );
     let (error, asked) = machine.opaque_log();
     assert_eq!(error, None, "the oracle failed");
     assert!(asked > 0, "no dfs atom was asked about");
