@@ -605,13 +605,59 @@ fn an_opaque_relation_becomes_its_calls() {
             "{call} is not an atom of the full grounding"
         );
     }
-    // The net cannot hold opaque atoms yet, and says so.
-    match crate::net::build(&g, &crate::net::NetLimits::default()) {
-        Err(crate::net::NetError::Unsupported(m)) => assert!(m.contains("(reach"), "{m}"),
-        other => panic!(
-            "expected the net to refuse opaque atoms, got {:?}",
-            other.map(|_| ())
-        ),
+    // The net holds each call as an opaque leaf.
+    let net = crate::net::build(&g, &crate::net::NetLimits::default()).expect("the net builds");
+    assert_eq!(
+        net.opaque,
+        ["(reach a d)", "(reach b d)", "(reach c d)", "(reach d d)"]
+    );
+}
+
+/// The program of `g` (opaque atoms allowed), ordered with the demand of its opaque atoms.
+fn program_of(g: &Grounded, optimize: bool) -> propjet_runtime::Program {
+    let mut net = crate::net::build(g, &crate::net::NetLimits::default()).expect("the net builds");
+    if optimize {
+        net = crate::net::optimize(net, 8).0;
+    }
+    crate::net::add_demand(&mut net);
+    net.verify().expect("the net is well formed");
+    let program = crate::net::order(&net);
+    program.validate().expect("the program validates");
+    program
+}
+
+#[test]
+fn the_interpreter_fills_opaque_atoms_like_the_full_grounding() {
+    let desc = parse(CUT);
+    let reference = Reference::new(&desc).expect("the reference takes the game");
+    let g = ground_opaque(CUT, &["reach/2"]).expect("the game grounds with reach/2 opaque");
+    let full = crate::net::order(
+        &crate::net::optimize(
+            crate::net::build(&ground_src(CUT), &crate::net::NetLimits::default()).expect("the net builds"),
+            8,
+        )
+        .0,
+    );
+    let full = propjet_runtime::Interpreter::new(full).expect("the full program is valid");
+    let mut interps = Vec::new();
+    for optimize in [false, true] {
+        let program = program_of(&g, optimize);
+        assert_eq!(program.num_opaque(), 4, "the four calls are opaque slots");
+        // Without an evaluator the program is refused.
+        assert!(propjet_runtime::Interpreter::new(program.clone()).is_err());
+        let evaluator = crate::opaque::TopDown::new(&desc, &program).expect("the evaluator takes the game");
+        interps.push(
+            propjet_runtime::Interpreter::with_opaque(program, std::sync::Arc::new(evaluator))
+                .expect("the interpreter takes the program"),
+        );
+    }
+    let mut engines: Vec<Box<dyn Cursor + '_>> = vec![compare::cursor(&reference), compare::cursor(&full)];
+    engines.extend(interps.iter().map(|i| compare::cursor(i)));
+    let report = compare::lockstep(&mut engines, 20, 7, 200).expect("the playouts run");
+    assert!(report.is_clean(), "the opaque program disagrees: {report}");
+    assert!(report.states > 20, "too few states compared: {report}");
+    for i in &interps {
+        assert_eq!(i.opaque_error(), None);
     }
 }
 
