@@ -11,19 +11,22 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Mutex;
 
-/// Grounds `desc`; if that fails, tries again with relations left opaque, chosen as
-/// `doc/opaque.md` §3 says: the relations nearest the GDL relations, on a path of calls to the
-/// relation that failed. Returns the ground program and the opaque relations used (`name/arity`,
+/// Grounds `desc`; if that fails on a rule the grounder cannot handle (`Unsupported`), tries
+/// again with relations left opaque, chosen as `doc/opaque.md` §3 says: the relations nearest
+/// the GDL relations, on a path of calls to the relation that failed. Returns the ground program and the opaque relations used (`name/arity`,
 /// empty when plain grounding worked), or the first error if no choice works. A game that
 /// grounds is grounded exactly once, as without this fallback.
 pub fn ground_auto(
     desc: &Description,
     limits: &GroundLimits,
 ) -> Result<(Grounded, GroundStats, Vec<String>), GroundError> {
+    // Only a rule the grounder cannot handle triggers the retry: a game that runs into a limit
+    // grounds in principle, and retrying it would spend the budget a second time and change
+    // what the slow games of the corpus do.
     let first = match ground::ground_with_stats(desc, limits) {
         Ok((g, stats)) => return Ok((g, stats, Vec::new())),
-        Err(e @ GroundError::Internal(_)) => return Err(e),
-        Err(e) => e,
+        Err(e @ GroundError::Unsupported { .. }) => e,
+        Err(e) => return Err(e),
     };
     let Some(failed) = failed_relation(desc, &first) else {
         return Err(first);
