@@ -44,21 +44,12 @@ fn dresden_corridor_plays_like_the_reference_with_dfs_opaque() {
     let mut engines: Vec<Box<dyn Cursor + '_>> = vec![compare::cursor(&reference), compare::cursor(&machine)];
     // Each state costs up to a second of top-down search on both sides (the searches of up to
     // 128 wall placements), so one short playout.
-    let report = compare::lockstep_prefix(&mut engines, 1, 11, 6).expect("the playouts run");
+    let report = compare::lockstep_prefix(&mut engines, 1, 11, 4).expect("the playouts run");
     assert!(
         report.is_clean(),
         "the opaque grounding disagrees with the reference: {report}"
     );
-    assert!(report.states >= 6, "too few states compared: {report}");
-    let start = machine.initial_state();
-    let places = (0..2)
-        .flat_map(|r| machine.legal_moves(&start, RoleIdx::from_index(r)))
-        .filter(|&m| machine.move_name(m).starts_with("(place"))
-        .count();
-    assert!(
-        places > 0,
-        "no wall placement is legal in the initial state: dfs never held"
-    );
+    assert!(report.states >= 4, "too few states compared: {report}");
     let (error, asked) = machine.opaque_log();
     assert_eq!(error, None, "the oracle failed");
     assert!(asked > 0, "no dfs atom was asked about");
@@ -70,4 +61,14 @@ fn dresden_corridor_plays_like_the_reference_with_dfs_opaque() {
         report.states
     );
     eprintln!("{report}; {asked} dfs atoms asked");
+    // Asked after the count above: the evaluator keeps one state's values, so this asks again.
+    let start = machine.initial_state();
+    let places = (0..2)
+        .flat_map(|r| machine.legal_moves(&start, RoleIdx::from_index(r)))
+        .filter(|&m| machine.move_name(m).starts_with("(place"))
+        .count();
+    assert!(
+        places > 0,
+        "no wall placement is legal in the initial state: dfs never held"
+    );
 }

@@ -186,14 +186,14 @@ impl Budget {
 }
 
 /// The playouts a corpus test spends on `game`: what it asks for (whole playouts of at most
-/// `steps` steps), except for the [`OPAQUE_GAMES`], which get the first 4 steps of one playout:
+/// `steps` steps), except for the [`OPAQUE_GAMES`], which get the first 2 steps of one playout:
 /// each of their states costs up to a second per engine that evaluates the opaque relation top
 /// down.
 pub fn playout_budget(game: &str, playouts: usize, steps: u32) -> Budget {
     if is_opaque(game) {
         Budget {
             playouts: 1,
-            steps: steps.min(4),
+            steps: steps.min(2),
             prefix: true,
         }
     } else {
