@@ -11,12 +11,21 @@
 //! the name; by default connectFour, breakthrough, speedChess next and legal, reversi and hex
 //! from `../shared/games`), it prints the interpreter's states per second at 64 lanes, and for
 //! each lowering variant the ratio of native code at 64 and 128 lanes to it, with the lowering
-//! time. The variants: `default` (the default options) and `plain` (Cranelift's code computing
-//! one gate at a time, no gate in part: the code before clusters and partial values).
+//! time. The variants: `default` (the default options), `noroot` (no `fold_shared`: wide folds
+//! read twice keep their loads out of the operations), `nowindow` (also every slot addressed from
+//! the array's start, no base register following the stores), `every` (also every gate stored
+//! into its slot, as before gates read only within their chunk stayed in registers) and
+//! `plain` (also computing one gate at a time, no gate in part: the code before clusters and
+//! partial values).
 //!
 //! Before timing, each variant's outputs are compared with the interpreter's on random arrays,
 //! so a fast wrong engine cannot look good.
 
+#[allow(dead_code)]
+#[path = "../tests/common/differential.rs"]
+mod differential;
+
+use differential::first_difference;
 use propjet::lower::{self, Options};
 use propjet::{compile, gdl};
 use propjet_runtime::{Entry, Interpreter, Lanes, Native, Program, Rng, Width};
@@ -53,12 +62,30 @@ fn variants() -> Vec<(&'static str, Options)> {
         threads: 1,
         ..Options::default()
     };
+    let unrooted = Options {
+        fold_shared: false,
+        ..default.clone()
+    };
+    let unwindowed = Options {
+        window: false,
+        ..unrooted.clone()
+    };
+    let every = Options {
+        store_every_gate: true,
+        ..unwindowed.clone()
+    };
     let plain = Options {
         cluster: 1,
         partial: false,
-        ..default.clone()
+        ..every.clone()
     };
-    vec![("default", default), ("plain", plain)]
+    vec![
+        ("default", default),
+        ("noroot", unrooted),
+        ("nowindow", unwindowed),
+        ("every", every),
+        ("plain", plain),
+    ]
 }
 
 /// Random words in every base and input slot of `lanes`.
@@ -74,7 +101,8 @@ fn randomize(program: &Program, lanes: &mut Lanes, seed: u64) {
 }
 
 /// Whether `native` computes what the interpreter computes for `entry` on random words in every
-/// slot, at 64 lanes and at 128 (each half compared).
+/// slot, at 64 lanes and at 128 (each half compared), on every slot the entry must leave as the
+/// interpreter does (its outputs and the slots outside it).
 fn agrees(interp: &Interpreter, native: &Native, entry: Entry) -> bool {
     let program = interp.program();
     let mut rng = Rng::new(99);
@@ -85,7 +113,7 @@ fn agrees(interp: &Interpreter, native: &Native, entry: Entry) -> bool {
     if interp.eval(entry, &mut expected).is_err() || native.eval(entry, &mut got).is_err() {
         return false;
     }
-    if expected != got {
+    if first_difference(program, entry, "64 lanes", &expected, &got).is_err() {
         return false;
     }
     let Ok(mut lanes) = native.lanes(Width::X128) else {
@@ -102,8 +130,11 @@ fn agrees(interp: &Interpreter, native: &Native, entry: Entry) -> bool {
         let mut values: Vec<u64> = (0..program.num_slots()).map(|s| before[s * 2 + half]).collect();
         values[0] = 0;
         values[1] = u64::MAX;
+        let got: Vec<u64> = (0..program.num_slots())
+            .map(|s| lanes.words()[s * 2 + half])
+            .collect();
         interp.eval(entry, &mut values).is_ok()
-            && (0..program.num_slots()).all(|s| values[s] == lanes.words()[s * 2 + half])
+            && first_difference(program, entry, "128 lanes", &values, &got).is_ok()
     })
 }
 

@@ -4,10 +4,11 @@
 //! `aarch64-unknown-linux-gnu` into an object file; Debian's cross compiler links it statically
 //! with the C driver `tests/aarch64/harness.c`, and `qemu-aarch64-static` runs the driver on a
 //! file of value arrays. Every entry runs at 64 and 128 lanes on arrays holding random words in
-//! every slot (not only reachable states, and gate slots too, so an entry must overwrite what it
-//! computes and leave the rest alone) and on arrays whose lanes hold different reachable states
-//! with legal joint moves from seeded playouts. Whole value arrays are compared with the
-//! interpreter, so every output and view bit is. Each program's arrays go through one qemu run.
+//! every slot (not only reachable states, and gate slots too, so an entry must overwrite its
+//! outputs and leave the slots outside it alone) and on arrays whose lanes hold different
+//! reachable states with legal joint moves from seeded playouts. Whole value arrays are compared
+//! with the interpreter except the entry's gate slots that are not its outputs, so every output
+//! and view bit is. Each program's arrays go through one qemu run.
 //!
 //! `PROPJET_GAMES=name` restricts the games to those whose name contains `name`. The files of
 //! each program (`NAME.o`, the linked `NAME.elf`, the arrays `NAME.in` and the results

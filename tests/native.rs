@@ -3,8 +3,9 @@
 //! many chunks.
 //!
 //! Every path is compared, on random (not only reachable) states:
-//! - whole value arrays after each entry on 64 random lanes, so every gate slot, output and view
-//!   bit is checked, and slots outside the entry must be left as they were;
+//! - whole value arrays after each entry on 64 random lanes: every output (for the view entry,
+//!   every view proposition) is checked, and slots outside the entry must be left as they were
+//!   (the entry's other gate slots are left unspecified, `common::differential::compared_slots`);
 //! - the 128-lane code, its two halves holding different random lanes;
 //! - the lane API with a different state and joint move in every lane, at both widths;
 //! - the single-state [`Machine`] methods.
@@ -134,7 +135,10 @@ proptest! {
     /// everything in one, from the host's default code generator (the direct one on x86-64)
     /// and from Cranelift, which keeps no value in registers across gates, one, the default
     /// number, or more than the registers (so that the register allocator spills), and
-    /// computes wide gates alone, in twos or in eights, with or without later gates in part.
+    /// computes wide gates alone, in twos or in eights, with or without later gates in part,
+    /// storing every gate or only those read outside their chunk and the outputs, with or
+    /// without a base register following the stores, with or without wide folds read twice
+    /// passed through a block parameter.
     #[test]
     fn native_agrees_with_the_interpreter_on_random_programs(
         shape in shape(),
@@ -144,9 +148,14 @@ proptest! {
         keep in prop_oneof![Just(0usize), Just(1), Just(Options::default().keep), Just(40)],
         cluster in prop_oneof![Just(1usize), Just(2), Just(8)],
         partial: bool,
+        store_every_gate: bool,
+        window: bool,
+        fold_shared: bool,
     ) {
         let program = random_program(&shape, seed);
-        let options = Options { backend, keep, cluster, partial, ..options(chunk_cost) };
+        let options = Options {
+            backend, keep, cluster, partial, store_every_gate, window, fold_shared, ..options(chunk_cost)
+        };
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     }

@@ -10,7 +10,8 @@
 //! Every generated function has the C signature `void f(uint64_t *values)` (one pointer, no
 //! result) and computes a run of consecutive gates of one entry: for each gate it loads the
 //! operand slots, combines them with bitwise operations and stores the result into the gate's
-//! slot. The value array has one lane value per slot of the program ([`Program::num_slots`]):
+//! slot, unless only later gates of the same function read it and it is no output of any
+//! entry (such a value may stay in a register). The value array has one lane value per slot of the program ([`Program::num_slots`]):
 //! - [`Width::X64`]: one `u64` per slot, 8 bytes apart: bit `k` of every slot is game state `k`.
 //! - [`Width::X128`]: one 128-bit vector per slot, 16 bytes apart and 16-byte aligned, stored as
 //!   two `u64` words: lane `k` is bit `k % 64` of word `k / 64`.
@@ -19,7 +20,9 @@
 //! that Cranelift's compile time and memory stay linear. The caller sets the constant slots
 //! (`0` to all zeros, `1` to all ones), the base slots and, for next and view, the input slots;
 //! the outputs are then read through their literals, exactly as with the
-//! [`Interpreter`](crate::Interpreter).
+//! [`Interpreter`](crate::Interpreter). Only the outputs are defined afterwards: the slots of
+//! an entry's other gates may hold anything (the view entry's outputs are every view
+//! proposition).
 //!
 //! A single state runs as lane 0 of the 64-lane code: the packed state is spread into the base
 //! slots and the outputs are packed again.
@@ -455,9 +458,12 @@ impl Native {
         })
     }
 
-    /// Runs `entry` on a 64-lane value array of at least [`Program::num_slots`] words, the same
-    /// contract as [`Interpreter::eval`](crate::Interpreter::eval): the constant slots are set,
-    /// the entry's gates computed, and gate slots of other entries left as they were.
+    /// Runs `entry` on a 64-lane value array of at least [`Program::num_slots`] words, the
+    /// contract of [`Interpreter::eval`](crate::Interpreter::eval) for everything read through
+    /// [`Program::outputs`]: the constant slots are set, the entry's outputs computed, and gate
+    /// slots of other entries left as they were. The slots of the entry's gates that are not
+    /// its outputs are left unspecified (the interpreter writes them; native code may keep
+    /// such values in registers instead).
     pub fn eval(&self, entry: Entry, values: &mut [u64]) -> Result<(), NativeError> {
         let needed = self.program.num_slots();
         if values.len() < needed {

@@ -4,6 +4,7 @@
 use super::join::{self, Bounds, Exec, Mode, OutLit, Plan, Relation, Stop, AUX};
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
+use super::project;
 use super::terms::{TermId, TermStore, HOLDS, PENDING};
 use super::types::{
     AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRule, Grounded,
@@ -135,6 +136,16 @@ impl<'d> Grounder<'d> {
             terminal: rels.id(kw.terminal, 0),
         };
         let mut conjs = normalize::normalize(desc, &mut store, &mut rels)?;
+        // GDL's relations keep their arguments: they are the game's interface.
+        let keywords: Vec<RelId> = [kw.base, kw.input]
+            .iter()
+            .flat_map(|&sym| [rels.get(sym, 1), rels.get(sym, 2)])
+            .flatten()
+            .chain([
+                k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
+            ])
+            .collect();
+        project::drop_irrelevant_arguments(&mut conjs, &mut rels, |r| keywords.contains(&r));
 
         // The grounder's own rules: the state holds what `init` and `next` give, and a role
         // may play what is legal for it.

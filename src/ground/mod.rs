@@ -6,6 +6,7 @@ mod grounder;
 mod join;
 mod magic;
 mod normalize;
+mod project;
 mod terms;
 #[cfg(test)]
 mod tests;

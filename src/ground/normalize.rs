@@ -102,6 +102,11 @@ impl RelTable {
         })
     }
 
+    /// The relation of `sym` at `arity`, if there is one.
+    pub fn get(&self, sym: Symbol, arity: usize) -> Option<RelId> {
+        self.map.get(&(sym, arity)).copied()
+    }
+
     pub fn key(&self, r: RelId) -> (Symbol, usize) {
         self.keys[r as usize]
     }

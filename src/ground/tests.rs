@@ -9,14 +9,14 @@ use crate::gdl;
 use crate::reference::Reference;
 use std::time::Duration;
 
-fn parse(src: &str) -> gdl::Description {
+pub(super) fn parse(src: &str) -> gdl::Description {
     match gdl::parse(src) {
         Ok(d) => d,
         Err(e) => panic!("the test game does not parse: {e}"),
     }
 }
 
-fn ground_src(src: &str) -> Grounded {
+pub(super) fn ground_src(src: &str) -> Grounded {
     match ground(&parse(src), &GroundLimits::default()) {
         Ok(g) => g,
         Err(e) => panic!("the test game does not ground: {e}"),
@@ -25,7 +25,7 @@ fn ground_src(src: &str) -> Grounded {
 
 /// Plays seeded random games of `src` on the reference and the ground evaluator side by side
 /// and asserts that they agree everywhere; returns how many states were compared.
-fn agrees(src: &str, playouts: usize) -> u64 {
+pub(super) fn agrees(src: &str, playouts: usize) -> u64 {
     let desc = parse(src);
     let reference = Reference::new(&desc).expect("the reference takes the game");
     let machine = GroundMachine::new(ground_src(src)).expect("the ground evaluator takes the program");
@@ -40,7 +40,7 @@ fn agrees(src: &str, playouts: usize) -> u64 {
 }
 
 /// The texts of the atoms of `g` of the kinds `keep` selects, sorted.
-fn texts(g: &Grounded, keep: impl Fn(&AtomKind) -> bool) -> Vec<String> {
+pub(super) fn texts(g: &Grounded, keep: impl Fn(&AtomKind) -> bool) -> Vec<String> {
     let mut out: Vec<String> = g
         .atoms
         .iter()

@@ -1,7 +1,8 @@
 //! The Cranelift IR of a chunk's gates.
 //!
-//! Every gate still reads its operands from the value array and stores its result there, but
-//! two things make the code do less than one load per operand in one chain per gate:
+//! Every gate still reads its operands from the value array and stores its result there when
+//! something outside the chunk may read it (an output, or a gate of another chunk), but two
+//! things make the code do less than one load per operand in one chain per gate:
 //!
 //! - a small set of values stays in SSA registers across gates: the values whose next read in
 //!   the chunk comes soonest (the furthest-next-use rule, optimal for a cache of fixed size
@@ -17,7 +18,7 @@
 //! operation that uses it, so that with Cranelift's optimizer off (see [`super::Isas`]) a load
 //! read once becomes a memory operand of that operation.
 
-use cranelift_codegen::ir::{InstBuilder, Value};
+use cranelift_codegen::ir::{types, BlockArg, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::FunctionBuilder;
 use propjet_runtime::{Lit, Op, Program, Width};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -33,6 +34,11 @@ pub(super) struct Shape {
     pub cluster: usize,
     /// Whether a cluster also computes in part the later gates that share its operands.
     pub partial: bool,
+    /// Whether slots near the gates being stored are addressed from a base register that
+    /// follows the stores (see [`Window`]).
+    pub window: bool,
+    /// Whether wide folds read more than once go through [`root`].
+    pub root: bool,
 }
 
 /// The most accumulators a long operand group is folded into: enough to keep two or three
@@ -100,6 +106,75 @@ impl Kept {
             }
         }
         None
+    }
+}
+
+/// Addresses slots from the array's start, or from a base register that follows the stores of
+/// the chunk's gates. A gate's slot comes after those of the gates before it, so the stores of a
+/// chunk walk up the array; from a register pointing just past the current store, the next
+/// stores and the reads of recent gates are within a one-byte displacement (-128 to 127), which
+/// makes each such instruction 3 bytes shorter than with the four-byte displacement from the
+/// array's start. When a store falls outside, the register moves up by one subtraction (an
+/// addition of a constant would be folded back into every address by Cranelift).
+struct Window {
+    array: Value,
+    width: Width,
+    enabled: bool,
+    /// The base register and the byte offset into the array it points at.
+    current: Option<(Value, i64)>,
+}
+
+/// Where the window's register points, in bytes past the store that moves it: a few slots
+/// before it stay within reach.
+const WINDOW_LEAD: i64 = 96;
+
+impl Window {
+    fn offset(&self, slot: u32) -> i64 {
+        i64::from(slot) * (self.width.words() as i64 * 8)
+    }
+
+    fn address(&self, b: &mut FunctionBuilder, slot: u32) -> (Value, i32) {
+        if let Some((value, at)) = self.current {
+            let displacement = self.offset(slot) - at;
+            if (-128..128).contains(&displacement) {
+                return (value, displacement as i32);
+            }
+        }
+        super::address(b, self.array, self.width, slot)
+    }
+
+    /// Moves the register up to `slot`, about to be stored into, if `slot` is out of its reach
+    /// and beyond the first 128 bytes (which the array's start reaches with a short
+    /// displacement) and the last reachable with a four-byte one.
+    fn follow(&mut self, b: &mut FunctionBuilder, slot: u32) {
+        let offset = self.offset(slot);
+        if !self.enabled || offset < 128 || offset + WINDOW_LEAD >= i64::from(i32::MAX) {
+            return;
+        }
+        if let Some((_, at)) = self.current {
+            if (-128..128).contains(&(offset - at)) {
+                return;
+            }
+        }
+        let target = offset + WINDOW_LEAD;
+        let (from, at) = self.current.unwrap_or((self.array, 0));
+        let minus = b.ins().iconst(types::I64, at - target);
+        self.current = Some((b.ins().isub(from, minus), target));
+    }
+
+    fn load(&self, b: &mut FunctionBuilder, slot: u32) -> Value {
+        let (addr, offset) = self.address(b, slot);
+        b.ins().load(
+            super::lane_type(self.width),
+            MemFlagsData::trusted(),
+            addr,
+            offset,
+        )
+    }
+
+    fn store(&self, b: &mut FunctionBuilder, slot: u32, value: Value) {
+        let (addr, offset) = self.address(b, slot);
+        b.ins().store(MemFlagsData::trusted(), value, addr, offset);
     }
 }
 
@@ -547,17 +622,25 @@ fn interleave(
     }
 }
 
-/// Emits `gates`: each gate's value computed and stored into its slot, each after the gates it
-/// reads.
+/// Emits `gates`: each gate's value computed, each after the gates it reads, and stored into
+/// its slot if `stored` says so (indexed by gate) or if it leaves the registers before a later
+/// gate of `gates` reads it.
 pub(super) fn emit(
     b: &mut FunctionBuilder,
     base: Value,
     width: Width,
     program: &Program,
     gates: &[u32],
+    stored: &[bool],
     shape: Shape,
 ) {
     let steps = steps(program, gates, shape.cluster, shape.partial);
+    let mut window = Window {
+        array: base,
+        width,
+        enabled: shape.window,
+        current: None,
+    };
     // Needed even with nothing kept: a partial value is stored only when it leaves the
     // registers while still to be read.
     let next = next_reads(&events(program, &steps));
@@ -597,7 +680,7 @@ pub(super) fn emit(
                     runs.sort_by_key(|(r, _)| kept.get(uses[r.start].0).is_none());
                     for (run, at) in runs.drain(..) {
                         let slot = uses[run.start].0;
-                        let v = read(b, base, width, &mut kept, slot, next_at(at));
+                        let v = read(b, &window, &mut kept, slot, next_at(at));
                         for &(_, m, lit) in &uses[run] {
                             let (positive, inverted) = &mut folds[m as usize];
                             if lit.is_negated() {
@@ -612,10 +695,17 @@ pub(super) fn emit(
                     let mut block = Group::new(runs.len(), *and, shape.accumulators);
                     for (run, at) in runs.drain(..) {
                         let slot = uses[run.start].0;
-                        let v = read(b, base, width, &mut kept, slot, next_at(at));
+                        let v = read(b, &window, &mut kept, slot, next_at(at));
                         block.push(b, v);
                     }
+                    let size = block.count;
                     if let Some(v) = block.finish(b) {
+                        // A block feeds several groups.
+                        let v = if shape.root && size >= ROOT_OPERANDS {
+                            root(b, base, width, v)
+                        } else {
+                            v
+                        };
                         for &(m, negated) in groups {
                             let (positive, inverted) = &mut folds[m as usize];
                             if negated {
@@ -637,7 +727,7 @@ pub(super) fn emit(
                     // its gate's step reads it.
                     let slot = program.gate_slot(step.gates[m as usize] as usize);
                     if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(true)) {
-                        super::store(b, base, width, slot, value);
+                        window.store(b, slot, value);
                     }
                 }
                 position += 1;
@@ -648,25 +738,69 @@ pub(super) fn emit(
             let (p, n) = (positive.finish(b), inverted.finish(b));
             let v = combine(b, width, op, p, n);
             let slot = program.gate_slot(g as usize);
-            super::store(b, base, width, slot, v);
-            if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(false)) {
-                super::store(b, base, width, slot, value);
+            let now = stored.get(g as usize).copied().unwrap_or(true);
+            // Stored and read again, or read twice: more than one use.
+            let read = next_at(position);
+            let wide = shape.root && program.gates[g as usize].len as usize >= ROOT_OPERANDS;
+            let v = if wide && read != NEVER && (now || next_at(read as usize) != NEVER) {
+                root(b, base, width, v)
+            } else {
+                v
+            };
+            // A value that must be in memory is stored now; another only if it leaves the
+            // registers before its last read, like a partial value.
+            if now {
+                window.follow(b, slot);
+                window.store(b, slot, v);
+            }
+            if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(!now)) {
+                window.store(b, slot, value);
             }
             position += 1;
         }
     }
 }
 
+/// The fewest operands a fold must have for [`root`] to pay: it costs a branch, two jumps and a
+/// move or two (about 20 bytes), and saves 4 bytes per load it lets Cranelift fold.
+const ROOT_OPERANDS: usize = 16;
+
+/// `v` again, as the parameter of a new block that a branch on the array's address (never null)
+/// reaches with `v`, and otherwise with zero. Cranelift folds a load into the operation that
+/// reads it only when the loaded value is used once, and counts a value as used more than once
+/// when anything computed from it is, through any chain of operations: one wide fold read twice
+/// (a gate stored and kept for a later gate, a block feeding several groups) would keep every
+/// load of the fold out of the operations, each a separate instruction of 8 bytes. The count
+/// stops at a block parameter; the second value keeps Cranelift from replacing the parameter by
+/// `v` (it removes parameters that receive one value only).
+fn root(b: &mut FunctionBuilder, base: Value, width: Width, v: Value) -> Value {
+    let taken = b.create_block();
+    let other = b.create_block();
+    let next = b.create_block();
+    let param = b.append_block_param(next, super::lane_type(width));
+    b.ins().brif(base, taken, &[], other, &[]);
+    b.seal_block(taken);
+    b.seal_block(other);
+    b.switch_to_block(other);
+    let zero = super::constant(b, width, false);
+    b.ins().jump(next, &[BlockArg::Value(zero)]);
+    b.switch_to_block(taken);
+    b.ins().jump(next, &[BlockArg::Value(v)]);
+    b.seal_block(next);
+    b.switch_to_block(next);
+    param
+}
+
 /// The value of `slot`: the register that holds it, or a load; then notes when it is read next.
-fn read(b: &mut FunctionBuilder, base: Value, width: Width, kept: &mut Kept, slot: u32, next: u32) -> Value {
+fn read(b: &mut FunctionBuilder, window: &Window, kept: &mut Kept, slot: u32, next: u32) -> Value {
     let v = match kept.get(slot) {
         Some(v) => v,
-        None => super::load(b, base, width, slot),
+        None => window.load(b, slot),
     };
     // A value read again keeps its place in memory or not; nothing is dropped unstored here
     // that a store would not have to follow, so store it.
     if let Some((slot, value)) = kept.note(slot, v, next, None) {
-        super::store(b, base, width, slot, value);
+        window.store(b, slot, value);
     }
     v
 }

@@ -128,6 +128,21 @@ pub struct Options {
     /// Whether a cluster also computes in part the later gates that read several of its
     /// operands (see `gates.rs`). The direct generator ignores it.
     pub partial: bool,
+    /// Whether Cranelift's code stores every gate into its slot, as the interpreter does. By
+    /// default (false) it stores only the outputs of the entries and the gates that another
+    /// chunk reads; a gate read only within its chunk stays in a register unless it must leave
+    /// the registers before its last read. The direct generator stores every gate anyway.
+    pub store_every_gate: bool,
+    /// Whether Cranelift's x86-64 code addresses the slots near the gates it stores from a
+    /// base register that follows the stores up the array, with one-byte displacements (3
+    /// bytes shorter per instruction than four-byte ones from the array's start). Other ISAs
+    /// and the direct generator ignore it.
+    pub window: bool,
+    /// Whether Cranelift's code passes a fold of 8 or more operands whose value is read more
+    /// than once (a gate stored and read again, a block of shared operands) through a block
+    /// parameter, so that Cranelift folds the fold's loads into its operations as memory
+    /// operands (see `gates::root`). Other ISAs and the direct generator ignore it.
+    pub fold_shared: bool,
 }
 
 impl Default for Options {
@@ -143,6 +158,9 @@ impl Default for Options {
             keep: 8,
             cluster: 2,
             partial: true,
+            store_every_gate: false,
+            window: true,
+            fold_shared: true,
         }
     }
 }
@@ -252,7 +270,7 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
     // SSE2, which the direct generator's 128-lane code uses, is part of every x86-64 processor.
     let x128 = options.x128 && (backend == Backend::X64 || supports_x128(&isas.speed));
     let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
-    let plan = Plan::new(&program, options.chunk_cost, widths);
+    let plan = Plan::new(&program, options.chunk_cost, widths, options.store_every_gate);
     let compiled = compile_parallel(
         &isas,
         &program,
@@ -456,10 +474,16 @@ struct Job {
 /// running, in plan order, the chunks whose signature contains it.
 struct Plan {
     jobs: Vec<Job>,
+    /// For each gate, whether its value must be in its slot when its chunk returns: it is an
+    /// output of some entry, or a gate of another chunk reads it. A gate read only within its
+    /// own chunk may stay in a register (`gates.rs` stores it only if it must leave the
+    /// registers before its last read).
+    stored: Vec<bool>,
 }
 
 impl Plan {
-    fn new(program: &Program, chunk_cost: usize, widths: &[Width]) -> Plan {
+    /// The plan of `program`'s chunks; with `store_every_gate`, every gate is to be stored.
+    fn new(program: &Program, chunk_cost: usize, widths: &[Width], store_every_gate: bool) -> Plan {
         let mut signature = vec![0u8; program.num_gates()];
         for entry in Entry::ALL {
             for &g in program.gates_of(entry) {
@@ -469,21 +493,54 @@ impl Plan {
         let mut groups: Vec<u8> = (1..32u8).filter(|sig| signature.contains(sig)).collect();
         groups.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
         let mut jobs = Vec::new();
+        // Which chunk computes each gate (the same at every width; `u32::MAX`: no entry needs
+        // the gate, so nothing computes it).
+        let mut chunk_of = vec![u32::MAX; program.num_gates()];
+        let mut chunks = 0u32;
         for entries in groups {
             let gates: Vec<u32> = (0..program.num_gates() as u32)
                 .filter(|&g| signature[g as usize] == entries)
                 .collect();
+            let ranges = chunk_ranges(program, &gates, chunk_cost);
+            for range in &ranges {
+                for &g in &gates[range.clone()] {
+                    chunk_of[g as usize] = chunks;
+                }
+                chunks += 1;
+            }
             for &width in widths {
-                for range in chunk_ranges(program, &gates, chunk_cost) {
+                for range in &ranges {
                     jobs.push(Job {
                         entries,
                         width,
-                        gates: gates[range].to_vec(),
+                        gates: gates[range.clone()].to_vec(),
                     });
                 }
             }
         }
-        Plan { jobs }
+        let first = program.first_gate_slot();
+        let gate_of = |lit: &Lit| {
+            (lit.slot() as usize)
+                .checked_sub(first)
+                .filter(|&g| g < chunk_of.len())
+        };
+        let mut stored = vec![store_every_gate; program.num_gates()];
+        for entry in Entry::ALL {
+            for g in program.outputs(entry).iter().filter_map(gate_of) {
+                stored[g] = true;
+            }
+        }
+        for (g, &chunk) in chunk_of.iter().enumerate() {
+            if chunk == u32::MAX {
+                continue;
+            }
+            for h in program.gate_operands(g).unwrap_or(&[]).iter().filter_map(gate_of) {
+                if chunk_of[h] != chunk {
+                    stored[h] = true;
+                }
+            }
+        }
+        Plan { jobs, stored }
     }
 }
 
@@ -518,7 +575,7 @@ fn compile_parallel(
                     alignment: 16,
                 })
             } else {
-                compile_job(isas, &mut ctx, &mut fctx, program, job, shape)
+                compile_job(isas, &mut ctx, &mut fctx, program, job, &plan.stored, shape)
             };
             let result = result.map_err(|message| LowerError::Codegen {
                 what: format!(
@@ -568,6 +625,7 @@ fn compile_job(
     fctx: &mut FunctionBuilderContext,
     program: &Program,
     job: &Job,
+    stored: &[bool],
     shape: gates::Shape,
 ) -> Result<CompiledChunk, String> {
     // Every chunk is compiled without Cranelift's optimizer: `gates::emit` already places
@@ -577,8 +635,17 @@ fn compile_job(
     let isa = &isas.plain;
     ctx.clear();
     ctx.func.signature = chunk_signature(&**isa);
+    // Both save bytes of x86-64 encodings (one-byte displacements, loads folded into memory
+    // operands, which other ISAs' operations do not have); elsewhere the code stays as it was
+    // measured.
+    let x86_64 = isa.triple().architecture == target_lexicon::Architecture::X86_64;
+    let shape = gates::Shape {
+        window: shape.window && x86_64,
+        root: shape.root && x86_64,
+        ..shape
+    };
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
-        gates::emit(b, base, job.width, program, &job.gates, shape);
+        gates::emit(b, base, job.width, program, &job.gates, stored, shape);
     });
     let code = ctx
         .compile(&**isa, &mut Default::default())
@@ -605,6 +672,8 @@ fn shape(options: &Options) -> gates::Shape {
         accumulators: gates::ACCUMULATORS,
         cluster: options.cluster.max(1),
         partial: options.partial,
+        window: options.window,
+        root: options.fold_shared,
     }
 }
 
@@ -677,7 +746,7 @@ fn build_function(
 }
 
 /// The Cranelift type of one lane value.
-fn lane_type(width: Width) -> ir::Type {
+pub(super) fn lane_type(width: Width) -> ir::Type {
     match width {
         Width::X64 => types::I64,
         Width::X128 => types::I64X2,
@@ -686,7 +755,7 @@ fn lane_type(width: Width) -> ir::Type {
 
 /// The address of `slot` as a base value and a 32-bit offset. Offsets that do not fit in 32
 /// bits (beyond 2 GiB of values) are added to the base first.
-fn address(b: &mut FunctionBuilder, base: Value, width: Width, slot: u32) -> (Value, i32) {
+pub(super) fn address(b: &mut FunctionBuilder, base: Value, width: Width, slot: u32) -> (Value, i32) {
     let offset = u64::from(slot) * (width.words() as u64 * 8);
     match i32::try_from(offset) {
         Ok(offset) => (base, offset),
@@ -838,6 +907,25 @@ mod tests {
         program
     }
 
+    #[test]
+    fn only_outputs_and_gates_read_by_another_chunk_must_be_stored() {
+        // g0 is read by g1 (next) and g2 by g3 (the view): in one chunk per entry, neither
+        // needs its slot; with one gate per chunk both do, and outputs always do.
+        let program = two_cones(vec![Lit::pos(6)]);
+        assert_eq!(
+            Plan::new(&program, 100, &Width::ALL, false).stored,
+            vec![false, true, false, true]
+        );
+        assert_eq!(Plan::new(&program, 1, &Width::ALL, false).stored, vec![true; 4]);
+        assert_eq!(Plan::new(&program, 100, &Width::ALL, true).stored, vec![true; 4]);
+        // A view of g0 makes it an output.
+        let program = two_cones(vec![Lit::neg(3), Lit::pos(6)]);
+        assert_eq!(
+            Plan::new(&program, 100, &Width::ALL, false).stored,
+            vec![true, true, false, true]
+        );
+    }
+
     /// The gates `entry` runs under `plan` at `width`, in order.
     fn run_order(plan: &Plan, entry: Entry, width: Width) -> Vec<u32> {
         plan.jobs
@@ -856,7 +944,7 @@ mod tests {
         ] {
             let program = two_cones(views);
             for budget in [1, 3, 100] {
-                let plan = Plan::new(&program, budget, &Width::ALL);
+                let plan = Plan::new(&program, budget, &Width::ALL, false);
                 for width in Width::ALL {
                     for entry in Entry::ALL {
                         let order = run_order(&plan, entry, width);

@@ -229,7 +229,6 @@ pub const SLOW_GAMES: &[&str] = &[
     "linesOfAction",
     "merrills",
     "racer4",
-    "ruleDepthExponential",
     "skirmish",
 ];
 
