@@ -451,6 +451,28 @@ pub fn lockstep(
     seed: u64,
     max_steps: u32,
 ) -> Result<Report, CompareError> {
+    lockstep_with(engines, playouts, seed, max_steps, false)
+}
+
+/// As [`lockstep`], but a playout that reaches `max_steps` ends there without an error: the
+/// engines are compared on the first `max_steps` joint moves of each playout. For games whose
+/// states are too costly to play to the end in a test.
+pub fn lockstep_prefix(
+    engines: &mut [Box<dyn Cursor + '_>],
+    playouts: usize,
+    seed: u64,
+    max_steps: u32,
+) -> Result<Report, CompareError> {
+    lockstep_with(engines, playouts, seed, max_steps, true)
+}
+
+fn lockstep_with(
+    engines: &mut [Box<dyn Cursor + '_>],
+    playouts: usize,
+    seed: u64,
+    max_steps: u32,
+    prefix: bool,
+) -> Result<Report, CompareError> {
     let Some(first) = engines.first() else {
         return Err(CompareError::NoEngines);
     };
@@ -486,6 +508,7 @@ pub fn lockstep(
             i,
             seed.wrapping_add(i as u64),
             max_steps,
+            prefix,
             &mut report,
         )?;
     }
@@ -498,6 +521,7 @@ fn lockstep_playout(
     index: usize,
     seed: u64,
     max_steps: u32,
+    prefix: bool,
     report: &mut Report,
 ) -> Result<(), CompareError> {
     let origin = format!("seed {seed}");
@@ -543,6 +567,9 @@ fn lockstep_playout(
             report.flaws += found.len() as u64;
         }
         if report.record(found) || first_terminal {
+            return Ok(());
+        }
+        if step == max_steps && prefix {
             return Ok(());
         }
         if step == max_steps {

@@ -4,8 +4,21 @@
 use crate::gdl::Description;
 use crate::ground::{self, GroundError, GroundLimits};
 use crate::net::{self, NetError, NetLimits, NetStats, PassReport, Propnet};
-use propjet_runtime::Program;
+use crate::opaque::{self, TopDown};
+use propjet_runtime::{Opaque, Program};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Whether the compiler may leave a relation opaque when grounding fails (`doc/opaque.md`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum OpaqueChoice {
+    /// Ground as usual; if that fails, retry with the relations nearest the GDL relations on
+    /// the way to the one that failed left opaque, evaluated per state outside the net.
+    #[default]
+    Auto,
+    /// Never: a game that does not ground does not compile.
+    Off,
+}
 
 /// What the compiler may spend and whether it optimizes.
 #[derive(Clone, Debug)]
@@ -18,6 +31,8 @@ pub struct Options {
     pub optimize: bool,
     /// The most rounds of the pass pipeline.
     pub max_rounds: u32,
+    /// Whether a relation may be left opaque.
+    pub opaque: OpaqueChoice,
 }
 
 impl Default for Options {
@@ -27,6 +42,7 @@ impl Default for Options {
             net: NetLimits::default(),
             optimize: true,
             max_rounds: 8,
+            opaque: OpaqueChoice::Auto,
         }
     }
 }
@@ -68,6 +84,22 @@ pub struct Compiled {
     pub passes: Vec<PassReport>,
     /// Phase times.
     pub timings: Timings,
+    /// The relations left opaque (`name/arity`); empty for nearly every game.
+    pub opaque_relations: Vec<String>,
+    /// The evaluator of the program's opaque atoms, if it has any; engines need it
+    /// ([`Compiled::interpreter`], [`crate::lower::engine_with`]).
+    pub opaque: Option<Arc<dyn Opaque>>,
+}
+
+impl Compiled {
+    /// An interpreter for the program, with the evaluator of its opaque atoms if it has any.
+    pub fn interpreter(&self) -> Result<propjet_runtime::Interpreter, propjet_runtime::ProgramError> {
+        let program = Arc::new(self.program.clone());
+        match &self.opaque {
+            Some(o) => propjet_runtime::Interpreter::with_opaque(program, Arc::clone(o)),
+            None => propjet_runtime::Interpreter::new(program),
+        }
+    }
 }
 
 /// Why a game did not compile.
@@ -79,6 +111,9 @@ pub enum CompileError {
     /// The net could not be built or hit a limit.
     #[error("building the net: {0}")]
     Net(#[from] NetError),
+    /// The evaluator of the opaque atoms could not be set up.
+    #[error("the evaluator of the opaque relations: {0}")]
+    Opaque(String),
     /// The ordered program failed validation: always a bug.
     #[error("internal error (a bug): the compiled program is invalid: {0}")]
     Invalid(String),
@@ -88,7 +123,13 @@ pub enum CompileError {
 pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, CompileError> {
     let mut timings = Timings::default();
     let start = Instant::now();
-    let grounded = ground::ground(desc, &options.ground)?;
+    let (grounded, opaque_relations) = match options.opaque {
+        OpaqueChoice::Off => (ground::ground(desc, &options.ground)?, Vec::new()),
+        OpaqueChoice::Auto => {
+            let (g, _, relations) = opaque::ground_auto(desc, &options.ground)?;
+            (g, relations)
+        }
+    };
     timings.ground = start.elapsed();
 
     let start = Instant::now();
@@ -99,11 +140,12 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
     drop(grounded);
 
     let start = Instant::now();
-    let (net, passes) = if options.optimize {
+    let (mut net, passes) = if options.optimize {
         net::optimize(built, options.max_rounds)
     } else {
         (built, Vec::new())
     };
+    net::add_demand(&mut net);
     net.verify()?;
     timings.optimize = start.elapsed();
 
@@ -113,8 +155,17 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
         .validate()
         .map_err(|e| CompileError::Invalid(e.to_string()))?;
     timings.order = start.elapsed();
+    let opaque: Option<Arc<dyn Opaque>> = if program.num_opaque() > 0 {
+        Some(Arc::new(
+            TopDown::new(desc, &program).map_err(CompileError::Opaque)?,
+        ))
+    } else {
+        None
+    };
 
     Ok(Compiled {
+        opaque_relations,
+        opaque,
         program,
         net,
         ground_atoms,

@@ -12,6 +12,7 @@ pub mod ground;
 pub mod lower;
 pub mod measure;
 pub mod net;
+pub mod opaque;
 pub mod perft;
 pub mod reference;
 pub mod trace;

@@ -293,22 +293,35 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
         let compiled = compile::compile(&desc, &args.limits.options())
             .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
         timings.push(("compile", clock.elapsed()));
-        Some(std::sync::Arc::new(compiled.program))
+        if !compiled.opaque_relations.is_empty() {
+            println!(
+                "opaque relations (evaluated per state outside the net): {}",
+                compiled.opaque_relations.join(", ")
+            );
+        }
+        Some((std::sync::Arc::new(compiled.program), compiled.opaque))
     } else {
         None
     };
     let interp = match &program {
-        Some(program) if wants(EngineKind::Interp) => Some(
-            Interpreter::new(std::sync::Arc::clone(program))
-                .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?,
+        Some((program, opaque)) if wants(EngineKind::Interp) => Some(
+            match opaque {
+                Some(o) => Interpreter::with_opaque(std::sync::Arc::clone(program), std::sync::Arc::clone(o)),
+                None => Interpreter::new(std::sync::Arc::clone(program)),
+            }
+            .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?,
         ),
         _ => None,
     };
     let native = match &program {
-        Some(program) if wants(EngineKind::Native) => {
+        Some((program, opaque)) if wants(EngineKind::Native) => {
             let clock = Instant::now();
-            let engine = lower::engine(std::sync::Arc::clone(program), &lower::Options::default())
-                .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+            let engine = lower::engine_with(
+                std::sync::Arc::clone(program),
+                opaque.clone(),
+                &lower::Options::default(),
+            )
+            .map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
             timings.push(("lower", clock.elapsed()));
             if let Some(reason) = engine.fallback_reason() {
                 println!("native code unavailable, running the interpreter instead: {reason}");
@@ -429,6 +442,14 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
     }
     let s = net::NetStats::of(&c.net);
     println!("net: {s}");
+    if !c.opaque_relations.is_empty() {
+        println!(
+            "opaque: {} ({} atoms, evaluated per state outside the net; {} demand gates)",
+            c.opaque_relations.join(", "),
+            c.program.num_opaque(),
+            c.program.opaque.demand_gates.len()
+        );
+    }
     println!(
         "propositions: {} base, {} input, {} legal, {} goal, 1 terminal, {} view; {} constant facts",
         s.bases, s.inputs, s.legals, s.goals, s.views, s.constant_facts
@@ -520,7 +541,11 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
             millis(lower_time),
             millis(parse_time + t.total() + lower_time)
         );
-        print_throughput(&program, native.as_ref(), args)?;
+        if program.num_opaque() > 0 {
+            println!("throughput: not measured for a program with opaque atoms");
+        } else {
+            print_throughput(&program, native.as_ref(), args)?;
+        }
     }
     if let Some(path) = &args.dot {
         let dot = net::to_dot(&c.net).ok_or_else(|| {

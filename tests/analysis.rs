@@ -9,8 +9,8 @@ mod common;
 
 use common::random_program::{random_program, Shape};
 use common::{
-    assert_no_failures, compiles_at_best_slowly, corpus_games, expected_failure, run_all, shared_dir,
-    test_options, SLOW_GAMES,
+    assert_no_failures, compiles_at_best_slowly, corpus_games, expected_failure, is_opaque, run_all,
+    shared_dir, test_options, SLOW_GAMES,
 };
 use propjet::analysis::{self, Factoring};
 use propjet::compile;
@@ -415,9 +415,11 @@ fn latches_hold_on_corpus_playouts() {
     let Some(games) = corpus_games("latches_hold_on_corpus_playouts") else {
         return;
     };
+    // The games with an opaque relation are left out: 800 playout steps of top-down search
+    // would take minutes, and the latches of such a net treat the opaque atoms as unknowns.
     let games: Vec<_> = games
         .into_iter()
-        .filter(|p| !compiles_at_best_slowly(p))
+        .filter(|p| !compiles_at_best_slowly(p) && !is_opaque(&common::stem(p)))
         .collect();
     let outcomes = run_all("latch soundness", &games, |path| {
         let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
@@ -496,7 +498,7 @@ fn sweep(net: &Propnet, fixed: &[Option<bool>]) -> Vec<Tv> {
         let v = match node {
             Node::Const(c) => [Tv::F, Tv::T][*c as usize],
             Node::Base(b) => fixed[*b as usize].map_or(Tv::X, |v| [Tv::F, Tv::T][v as usize]),
-            Node::Input(_) => Tv::X,
+            Node::Input(_) | Node::Opaque(_) => Tv::X,
             Node::Not(x) => match vals[x.index()] {
                 Tv::F => Tv::T,
                 Tv::T => Tv::F,
@@ -625,6 +627,7 @@ fn net_of(program: &Program) -> Propnet {
         goals,
         terminal,
         views: Vec::new(),
+        ..Propnet::default()
     };
     net.verify().expect("a program's net is valid");
     net

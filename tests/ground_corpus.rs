@@ -10,8 +10,8 @@
 mod common;
 
 use common::{
-    assert_no_failures, corpus_games, expected_failure, is_large, run_all, stem, EXPECTED_COMPILE_FAILURES,
-    SLOW_GAMES,
+    assert_no_failures, corpus_games, expected_failure, is_large, is_opaque, run_all, stem,
+    EXPECTED_COMPILE_FAILURES, SLOW_GAMES,
 };
 use propjet::gdl;
 use propjet::ground::{self, GroundError, GroundLimits};
@@ -33,7 +33,22 @@ fn check_game(path: &Path) -> Result<(), String> {
     if expected.is_some() {
         limits.max_time = FAILURE_TIME;
     }
-    match (expected, ground::ground(&desc, &limits)) {
+    // Grounding as the compiler does it: plain, and if that fails, with the relation that
+    // blocks it left opaque (doc/opaque.md), which only the `OPAQUE_GAMES` may need.
+    let grounded = propjet::opaque::ground_auto(&desc, &limits).and_then(|(g, _, opaque)| {
+        if opaque.is_empty() == is_opaque(&game) {
+            return Err(ground::GroundError::Internal(format!(
+                "opaque relations {opaque:?}, but OPAQUE_GAMES {} the game",
+                if is_opaque(&game) {
+                    "lists"
+                } else {
+                    "does not list"
+                }
+            )));
+        }
+        Ok(g)
+    });
+    match (expected, grounded) {
         (None, Ok(g)) => match g.check_invariants() {
             Ok(()) if g.rules.is_empty() => Err(format!("{game}: the ground program has no rule")),
             Ok(()) => Ok(()),

@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    assert_no_failures, compiles_at_best_slowly, corpus_games, corpus_traces, judge, run_all, stem,
-    test_options,
+    assert_no_failures, compiles_at_best_slowly, corpus_games, corpus_traces, judge, playout_budget, run_all,
+    stem, test_options,
 };
 use propjet::compare;
 use propjet::compile::{self, Options};
@@ -30,7 +30,9 @@ fn read_game(path: &Path) -> Result<gdl::Description, String> {
 /// The interpreter of the game compiled with `options`, or the compile error as text.
 fn interpreter(desc: &gdl::Description, options: &Options) -> Result<Interpreter, String> {
     let compiled = compile::compile(desc, options).map_err(|e| format!("does not compile: {e}"))?;
-    Interpreter::new(compiled.program).map_err(|e| format!("the interpreter refuses the program: {e}"))
+    compiled
+        .interpreter()
+        .map_err(|e| format!("the interpreter refuses the program: {e}"))
 }
 
 #[test]
@@ -64,7 +66,7 @@ fn interpreter_agrees_with_the_reference_on_every_corpus_game() {
         let interp = interpreter(&desc, &test_options())?;
         let reference = Reference::new(&desc).map_err(|e| format!("the reference refuses the game: {e}"))?;
         let mut engines = vec![compare::cursor(&reference), compare::cursor(&interp)];
-        compare::lockstep(&mut engines, 2, 1, 300).map_err(|e| e.to_string())
+        playout_budget(&stem(path), 2, 300).run(&mut engines, 1)
     });
     let failures: Vec<String> = outcomes
         .iter()
@@ -90,7 +92,7 @@ fn optimized_net_plays_like_the_unoptimized_net_on_every_corpus_game() {
         )?;
         let optimized = interpreter(&desc, &test_options())?;
         let mut engines = vec![compare::cursor(&plain), compare::cursor(&optimized)];
-        compare::lockstep(&mut engines, 6, 7, 500).map_err(|e| e.to_string())
+        playout_budget(&stem(path), 6, 500).run(&mut engines, 7)
     });
     let failures: Vec<String> = outcomes
         .iter()

@@ -107,6 +107,7 @@ fn synthetic(bases: usize, inputs_per_role: usize, gates: usize, seed: u64) -> P
         next,
         views: vec![],
         entry_gates: Default::default(),
+        opaque: Default::default(),
     };
     program.compute_entry_gates();
     program

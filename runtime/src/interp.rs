@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
+use crate::opaque::{Opaque, OpaqueError};
 use crate::program::{Entry, Lit, Op, Program, ProgramError};
 use crate::state::PackedState;
 use crate::{FactIdx, Layout, Machine, MachineError, MoveIdx, RoleIdx};
@@ -36,6 +37,9 @@ pub enum LaneError {
         /// The words given.
         got: usize,
     },
+    /// The evaluator of the opaque atoms failed.
+    #[error("{0}")]
+    Opaque(#[from] OpaqueError),
     /// A literal reads a slot beyond the value array.
     #[error("literal {lit:?} reads slot {}, beyond the {len} words of the value array", lit.slot())]
     LitOutOfRange {
@@ -99,16 +103,56 @@ impl Scratch {
 pub struct Interpreter {
     program: Arc<Program>,
     code: [Code; 5],
+    /// The opaque atoms' evaluator, their demand gates, and which entries read them.
+    opaque: Option<OpaqueFill>,
+    /// The first error of the opaque evaluator in a [`Machine`] call, which has no error
+    /// value of its own; later calls that can fail report it.
+    opaque_error: Mutex<Option<OpaqueError>>,
     /// For each role, its moves by normalized action text.
     moves: Vec<HashMap<String, MoveIdx>>,
     scratch: Mutex<Scratch>,
 }
 
+/// What the interpreter needs to fill the opaque slots of a program (`doc/opaque.md` §6).
+#[derive(Debug)]
+struct OpaqueFill {
+    evaluator: Arc<dyn Opaque>,
+    /// The gates of the demand literals.
+    demand: Code,
+    /// For each entry, whether it reads an opaque slot.
+    reads: [bool; 5],
+}
+
 impl Interpreter {
-    /// An interpreter for `program`, which must pass [`Program::validate`].
+    /// An interpreter for `program`, which must pass [`Program::validate`] and have no opaque
+    /// atoms (see [`Interpreter::with_opaque`]).
     pub fn new(program: impl Into<Arc<Program>>) -> Result<Interpreter, ProgramError> {
-        let program: Arc<Program> = program.into();
+        Interpreter::build(program.into(), None)
+    }
+
+    /// An interpreter for `program` whose opaque atoms `evaluator` computes.
+    pub fn with_opaque(
+        program: impl Into<Arc<Program>>,
+        evaluator: Arc<dyn Opaque>,
+    ) -> Result<Interpreter, ProgramError> {
+        Interpreter::build(program.into(), Some(evaluator))
+    }
+
+    fn build(program: Arc<Program>, evaluator: Option<Arc<dyn Opaque>>) -> Result<Interpreter, ProgramError> {
         program.validate()?;
+        let opaque = match evaluator {
+            _ if program.num_opaque() == 0 => None,
+            None => {
+                return Err(ProgramError::NoOpaqueEvaluator {
+                    atoms: program.num_opaque(),
+                })
+            }
+            Some(evaluator) => Some(OpaqueFill {
+                evaluator,
+                demand: compile_gates(&program, &program.opaque.demand_gates),
+                reads: Entry::ALL.map(|e| program.entry_reads_opaque(e)),
+            }),
+        };
         let code = Entry::ALL.map(|entry| compile_entry(&program, entry));
         let layout = &program.layout;
         let mut moves = vec![HashMap::new(); layout.roles.len()];
@@ -123,9 +167,21 @@ impl Interpreter {
         Ok(Interpreter {
             program,
             code,
+            opaque,
+            opaque_error: Mutex::new(None),
             moves,
             scratch,
         })
+    }
+
+    /// The first error of the opaque evaluator met by a [`Machine`] call, if any. Such a call
+    /// (`legal_moves`, say) has no error value, so it answers as if the failed atoms were false
+    /// and records the error here; `next_state` then refuses with it.
+    pub fn opaque_error(&self) -> Option<OpaqueError> {
+        self.opaque_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The program run.
@@ -142,9 +198,18 @@ impl Interpreter {
     /// gates in order. The caller sets the base slots (and, for next and view, the input
     /// slots) beforehand and reads the outputs with [`Interpreter::read`] afterwards. Slots of
     /// gates outside the entry are left as they were and never read.
+    ///
+    /// If the entry reads opaque slots, they are filled first for all 64 lanes (see
+    /// [`Interpreter::eval_lanes`] to name the lanes in use).
     pub fn eval(&self, entry: Entry, values: &mut [u64]) -> Result<(), LaneError> {
+        self.eval_lanes(entry, values, !0)
+    }
+
+    /// As [`Interpreter::eval`], filling opaque slots only for the lanes set in `lanes` (the
+    /// others read their opaque atoms as 0, so their outputs are meaningless).
+    pub fn eval_lanes(&self, entry: Entry, values: &mut [u64], lanes: u64) -> Result<(), LaneError> {
         self.check_values(values)?;
-        self.run(entry, values);
+        self.run(entry, values, lanes)?;
         Ok(())
     }
 
@@ -210,10 +275,74 @@ impl Interpreter {
 
     /// The evaluation loop. `values` has at least `num_slots` words and the program is valid,
     /// so every index is in bounds.
-    fn run(&self, entry: Entry, values: &mut [u64]) {
+    fn run(&self, entry: Entry, values: &mut [u64], lanes: u64) -> Result<(), OpaqueError> {
         values[Program::FALSE_SLOT as usize] = 0;
         values[Program::TRUE_SLOT as usize] = !0;
-        let code = &self.code[entry.index()];
+        let mut filled = Ok(());
+        if let Some(fill) = &self.opaque {
+            if fill.reads[entry.index()] {
+                filled = self.fill(fill, values, lanes);
+            }
+        }
+        run_code(&self.code[entry.index()], values);
+        filled
+    }
+
+    /// Fills the opaque slots of the lanes in `lanes`: runs the demand gates, then asks the
+    /// evaluator, once per distinct state among those lanes, for the demanded atoms. Undemanded
+    /// atoms are 0. On an error the remaining atoms stay 0 and the error is returned.
+    fn fill(&self, fill: &OpaqueFill, values: &mut [u64], lanes: u64) -> Result<(), OpaqueError> {
+        run_code(&fill.demand, values);
+        let p = &self.program;
+        let first = p.first_opaque_slot();
+        values[first..p.first_gate_slot()].fill(0);
+        let demand: Vec<u64> = p
+            .opaque
+            .demand
+            .iter()
+            .map(|&l| values[l.slot() as usize] ^ neg_mask(l.0))
+            .collect();
+        let any = demand.iter().fold(0, |a, &d| a | d) & lanes;
+        let bases = p.num_bases();
+        // Lanes in equal states with equal demand share one evaluation (rollouts start together).
+        let mut seen: HashMap<(Vec<u64>, Vec<u32>), Vec<bool>> = HashMap::new();
+        for lane in (0..64).filter(|&l| any >> l & 1 == 1) {
+            let wanted: Vec<u32> = (0..demand.len() as u32)
+                .filter(|&i| demand[i as usize] >> lane & 1 == 1)
+                .collect();
+            let mut state = vec![0u64; Layout::words(bases)];
+            for (i, v) in values[2..2 + bases].iter().enumerate() {
+                state[i / 64] |= (v >> lane & 1) << (i % 64);
+            }
+            let key = (state, wanted);
+            let answers = match seen.get(&key) {
+                Some(a) => a.clone(),
+                None => {
+                    let mut out = vec![false; key.1.len()];
+                    fill.evaluator.eval(&key.0, &key.1, &mut out)?;
+                    seen.insert(key.clone(), out.clone());
+                    out
+                }
+            };
+            for (&i, &on) in key.1.iter().zip(&answers) {
+                values[first + i as usize] |= u64::from(on) << lane;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the first opaque error of a [`Machine`] call.
+    fn note(&self, result: Result<(), OpaqueError>) {
+        if let Err(e) = result {
+            let mut slot = self.opaque_error.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert(e);
+        }
+    }
+}
+
+/// Runs one compiled gate list on `values`.
+fn run_code(code: &Code, values: &mut [u64]) {
+    {
         let mut start = 0;
         for step in &code.steps {
             let end = step.end as usize;
@@ -225,7 +354,9 @@ impl Interpreter {
             start = end;
         }
     }
+}
 
+impl Interpreter {
     fn scratch(&self) -> Option<MutexGuard<'_, Scratch>> {
         match self.scratch.try_lock() {
             Ok(guard) => Some(guard),
@@ -258,7 +389,8 @@ impl Interpreter {
     /// Runs one entry on a single state in lane 0 of the scratch values.
     fn run_single(&self, scratch: &mut Scratch, state: &PackedState, entry: Entry) {
         self.load_state(state, &mut scratch.values);
-        self.run(entry, &mut scratch.values);
+        let result = self.run(entry, &mut scratch.values, 1);
+        self.note(result);
     }
 
     fn role_name(&self, r: usize) -> String {
@@ -307,8 +439,13 @@ pub(crate) fn pack_bits(lits: &[Lit], values: &[u64], lane: u32, out: &mut [u64]
 
 /// Lays out the gates of `entry` for [`Interpreter::run`].
 fn compile_entry(program: &Program, entry: Entry) -> Code {
+    compile_gates(program, program.gates_of(entry))
+}
+
+/// Lays out `gates` (ascending) for [`run_code`].
+fn compile_gates(program: &Program, gates: &[u32]) -> Code {
     let mut code = Code::default();
-    for &g in program.gates_of(entry) {
+    for &g in gates {
         let g = g as usize;
         let gate = program.gates[g];
         // Validation checked the run, so the operands are there.
@@ -441,9 +578,12 @@ impl Machine for Interpreter {
                 });
             }
         }
+        if let Some(e) = self.opaque_error() {
+            return Err(MachineError::Opaque(e.to_string()));
+        }
         Ok(self.with_scratch(|s| {
             let first_input = self.program.first_input_slot();
-            s.values[first_input..self.program.first_gate_slot()].fill(0);
+            s.values[first_input..self.program.first_opaque_slot()].fill(0);
             for mv in joint {
                 s.values[first_input + mv.index()] = 1;
             }

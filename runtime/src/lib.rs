@@ -39,6 +39,7 @@ mod ids;
 mod interp;
 mod machine;
 mod native;
+mod opaque;
 mod playout;
 mod program;
 mod rng;
@@ -50,8 +51,11 @@ pub use ids::{FactIdx, MoveIdx, RoleIdx};
 pub use interp::{Interpreter, LaneError};
 pub use machine::{Machine, MachineError};
 pub use native::{EntryChunks, Lanes, Native, NativeError, Width};
+pub use opaque::{Opaque, OpaqueError};
 pub use playout::{random_playout, random_playout_with, Playout, PlayoutError, Stall};
-pub use program::{Entry, Gate, Layout, Lit, Op, Output, Program, ProgramError, Slot, MAX_SLOTS};
+pub use program::{
+    Entry, Gate, Layout, Lit, Op, OpaqueSlots, Output, Program, ProgramError, Slot, MAX_SLOTS,
+};
 pub use rng::Rng;
 pub use rollout::{
     lane_rollouts, machine_rollouts, GoalRule, InputOrder, LaneEngine, Phases, Plan, RolloutError,

@@ -39,6 +39,9 @@ pub enum MachineError {
         /// Every value `(goal role v)` holds for, sorted.
         values: Vec<u32>,
     },
+    /// The evaluator of the game's opaque atoms failed (in this call or an earlier one).
+    #[error("the opaque evaluator failed: {0}")]
+    Opaque(String),
     /// A role index out of range.
     #[error("role index {0} is out of range")]
     UnknownRole(RoleIdx),

@@ -368,6 +368,12 @@ impl Native {
         let has_x128 = chunks[0].x128.is_some();
         let refusal = match program.validate() {
             Err(e) => Some(NativeError::Program(e)),
+            // The generated code does not fill opaque slots, and this wrapper does not yet either.
+            Ok(()) if program.num_opaque() > 0 => {
+                Some(NativeError::Program(ProgramError::NoOpaqueEvaluator {
+                    atoms: program.num_opaque(),
+                }))
+            }
             Ok(()) => Entry::ALL
                 .into_iter()
                 .find(|e| chunks[e.index()].x128.is_some() != has_x128)
@@ -724,7 +730,7 @@ impl Machine for Native {
         }
         Ok(self.with_scratch(|s| {
             let first_input = self.program.first_input_slot();
-            s.values[first_input..self.program.first_gate_slot()].fill(0);
+            s.values[first_input..self.program.first_opaque_slot()].fill(0);
             for mv in joint {
                 s.values[first_input + mv.index()] = 1;
             }

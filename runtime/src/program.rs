@@ -10,7 +10,9 @@
 //! - `0`: constant false; `1`: constant true;
 //! - `2 .. 2+B`: the base propositions, in base order;
 //! - `2+B .. 2+B+I`: the input propositions, in input order;
-//! - `2+B+I+g`: the output of gate `g`, gates in topological order (a gate reads only slots
+//! - `2+B+I .. 2+B+I+O`: the opaque atoms ([`OpaqueSlots`]), values computed outside the program
+//!   by an evaluator the executor is given (`doc/opaque.md`); none in most games;
+//! - `2+B+I+O+g`: the output of gate `g`, gates in topological order (a gate reads only slots
 //!   below its own).
 //!
 //! Gate operands and outputs are [`Lit`]s: a slot, possibly negated, so negation costs no gate.
@@ -176,6 +178,8 @@ pub enum Slot {
     Base(u32),
     /// Input proposition `i`.
     Input(u32),
+    /// Opaque atom `i`, filled by an evaluator outside the program.
+    Opaque(u32),
     /// The output of gate `g`.
     Gate(u32),
     /// A slot beyond the value array.
@@ -188,6 +192,7 @@ impl fmt::Display for Slot {
             Slot::Const(v) => write!(f, "constant {v}"),
             Slot::Base(i) => write!(f, "base {i}"),
             Slot::Input(i) => write!(f, "input {i}"),
+            Slot::Opaque(i) => write!(f, "opaque {i}"),
             Slot::Gate(g) => write!(f, "gate {g}"),
             Slot::OutOfRange => write!(f, "out of range"),
         }
@@ -225,6 +230,21 @@ impl Layout {
     }
 }
 
+/// The atoms of a program whose values come from outside the net (`doc/opaque.md`): a relation
+/// that could not be grounded, evaluated per state by an [`crate::Opaque`] evaluator. Empty for
+/// nearly every game.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpaqueSlots {
+    /// Each opaque atom in canonical KIF (`(dfs (n e 5) (wall a b 1 2) a)`), one per opaque slot.
+    pub names: Vec<String>,
+    /// For each opaque atom, a literal over the bases that is true in every state where the
+    /// atom's value can change an output of legal, terminal, goals or next. An executor computes
+    /// only the demanded atoms and leaves the others 0.
+    pub demand: Vec<Lit>,
+    /// The gates the demand literals need, ascending; they read bases only.
+    pub demand_gates: Vec<u32>,
+}
+
 /// A topologically ordered netlist with its layout: the contract between the compiler and every
 /// executor.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,6 +269,8 @@ pub struct Program {
     pub views: Vec<Lit>,
     /// For each entry, in the order of [`Entry::ALL`], the gates it needs, ascending.
     pub entry_gates: [Vec<u32>; 5],
+    /// The opaque atoms and their demand; empty unless the game has an opaque relation.
+    pub opaque: OpaqueSlots,
 }
 
 /// The most slots a program may have: a [`Lit`] keeps the slot in 31 bits.
@@ -410,6 +432,15 @@ pub enum ProgramError {
         /// The gate it reads.
         missing: u32,
     },
+    /// The program has opaque atoms but the executor was given no evaluator for them.
+    #[error("the program has {atoms} opaque atoms, which need an evaluator (use with_opaque)")]
+    NoOpaqueEvaluator {
+        /// How many opaque atoms.
+        atoms: usize,
+    },
+    /// The demand of the opaque atoms is malformed.
+    #[error("the demand of the opaque atoms: {0}")]
+    Demand(String),
     /// An output of legal, terminal or goals reads an input directly.
     #[error("output {output} reads input {input}; legal, terminal and goals may read bases only")]
     OutputReadsInput {
@@ -456,7 +487,42 @@ impl Program {
         self.gates.len()
     }
 
-    /// The length of the value array: two constants, the bases, the inputs and the gates.
+    /// The number of opaque slots.
+    #[inline]
+    pub fn num_opaque(&self) -> usize {
+        self.opaque.names.len()
+    }
+
+    /// The slot of the first opaque atom, right after the inputs.
+    #[inline]
+    pub fn first_opaque_slot(&self) -> usize {
+        2 + self.num_bases() + self.num_inputs()
+    }
+
+    /// The slot of opaque atom `i` (meaningful for `i < num_opaque()`).
+    #[inline]
+    pub fn opaque_slot(&self, i: usize) -> u32 {
+        (self.first_opaque_slot() + i) as u32
+    }
+
+    /// Whether `entry` reads an opaque slot, directly or through its gates, so that an executor
+    /// must fill the opaque slots before running it.
+    pub fn entry_reads_opaque(&self, entry: Entry) -> bool {
+        if self.opaque.names.is_empty() {
+            return false;
+        }
+        let range = self.first_opaque_slot() as u32..self.first_gate_slot() as u32;
+        self.outputs(entry).iter().any(|l| range.contains(&l.slot()))
+            || self.gates_of(entry).iter().any(|&g| {
+                self.gate_operands(g as usize)
+                    .unwrap_or(&[])
+                    .iter()
+                    .any(|l| range.contains(&l.slot()))
+            })
+    }
+
+    /// The length of the value array: two constants, the bases, the inputs, the opaque atoms
+    /// and the gates.
     #[inline]
     pub fn num_slots(&self) -> usize {
         self.first_gate_slot() + self.gates.len()
@@ -471,7 +537,7 @@ impl Program {
     /// The slot of gate 0.
     #[inline]
     pub fn first_gate_slot(&self) -> usize {
-        2 + self.num_bases() + self.num_inputs()
+        2 + self.num_bases() + self.num_inputs() + self.num_opaque()
     }
 
     /// The slot of base `i`. Meaningful for `i < num_bases()` of a program with at most
@@ -500,8 +566,10 @@ impl Program {
             Slot::Const(s == 1)
         } else if s < self.first_input_slot() {
             Slot::Base(slot - 2)
-        } else if s < self.first_gate_slot() {
+        } else if s < self.first_opaque_slot() {
             Slot::Input((s - self.first_input_slot()) as u32)
+        } else if s < self.first_gate_slot() {
+            Slot::Opaque((s - self.first_opaque_slot()) as u32)
         } else if s < self.num_slots() {
             Slot::Gate((s - self.first_gate_slot()) as u32)
         } else {
@@ -538,10 +606,15 @@ impl Program {
     /// are out of bounds or not below their gate are skipped, so this never panics;
     /// [`Program::validate`] reports them.
     fn needed_gates(&self, entry: Entry) -> Vec<bool> {
+        self.needed_by(self.outputs(entry))
+    }
+
+    /// Which gates `lits` read, directly or through other gates.
+    fn needed_by(&self, lits: &[Lit]) -> Vec<bool> {
         let first = self.first_gate_slot();
         let count = self.gates.len();
         let mut needed = vec![false; count];
-        for lit in self.outputs(entry) {
+        for lit in lits {
             if let Some(g) = (lit.slot() as usize).checked_sub(first) {
                 if g < count {
                     needed[g] = true;
@@ -576,6 +649,13 @@ impl Program {
                 .map(|(g, _)| g as u32)
                 .collect();
         }
+        self.opaque.demand_gates = self
+            .needed_by(&self.opaque.demand)
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n)
+            .map(|(g, _)| g as u32)
+            .collect();
     }
 
     /// Checks every structural promise the executors rely on: table lengths agree with the
@@ -603,6 +683,53 @@ impl Program {
         }
         for entry in Entry::ALL {
             self.validate_entry(entry)?;
+        }
+        self.validate_demand()
+    }
+
+    /// Checks the opaque atoms' demand: one literal per atom, in bounds, its gate list exactly
+    /// the gates it needs, and nothing it needs reads an input or an opaque slot (the demand is
+    /// computed before the opaque slots are filled).
+    fn validate_demand(&self) -> Result<(), ProgramError> {
+        let o = &self.opaque;
+        if o.demand.len() != o.names.len() {
+            return Err(ProgramError::Demand(format!(
+                "{} demand literals for {} opaque atoms",
+                o.demand.len(),
+                o.names.len()
+            )));
+        }
+        let slots = self.num_slots();
+        if let Some(lit) = o.demand.iter().find(|l| l.slot() as usize >= slots) {
+            return Err(ProgramError::Demand(format!(
+                "a demand literal reads slot {}, beyond the {slots} slots",
+                lit.slot()
+            )));
+        }
+        let needed = self.needed_by(&o.demand);
+        let expected: Vec<u32> = (0..needed.len() as u32).filter(|&g| needed[g as usize]).collect();
+        if expected != o.demand_gates {
+            return Err(ProgramError::Demand(
+                "the demand's gate list is not exactly the gates its literals need".into(),
+            ));
+        }
+        let state_only = |lit: &Lit| !matches!(self.slot_kind(lit.slot()), Slot::Input(_) | Slot::Opaque(_));
+        if !o.demand.iter().all(state_only) {
+            return Err(ProgramError::Demand(
+                "a demand literal reads an input or opaque slot".into(),
+            ));
+        }
+        for &g in &o.demand_gates {
+            if !self
+                .gate_operands(g as usize)
+                .unwrap_or(&[])
+                .iter()
+                .all(state_only)
+            {
+                return Err(ProgramError::Demand(format!(
+                    "demand gate {g} reads an input or opaque slot"
+                )));
+            }
         }
         Ok(())
     }

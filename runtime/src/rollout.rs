@@ -578,7 +578,6 @@ fn drive<const W: usize, B: Batch>(
     let roles = layout.roles.len();
     let width_lanes = 64 * W;
     let first_input = program.first_input_slot();
-    let first_gate = program.first_gate_slot();
     let widest_role = layout
         .role_inputs
         .iter()
@@ -847,7 +846,7 @@ fn drive<const W: usize, B: Batch>(
                 }
             }
         }
-        words[first_input * W..first_gate * W].fill(0);
+        words[first_input * W..program.first_opaque_slot() * W].fill(0);
         for ((r, range), &(one, two)) in layout.role_inputs.iter().enumerate().zip(movers.iter()) {
             // Lanes with a single legal move play it, set for all of them at once; their
             // generators still make the one draw that `below(1)` makes.

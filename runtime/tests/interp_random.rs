@@ -202,6 +202,7 @@ fn build(spec: &Spec) -> Program {
         next,
         views,
         entry_gates: Default::default(),
+        opaque: Default::default(),
     };
     program.compute_entry_gates();
     program
@@ -241,6 +242,7 @@ impl Naive<'_> {
             }
             Slot::Base(i) => self.bases[i as usize],
             Slot::Input(i) => self.inputs[i as usize],
+            Slot::Opaque(_) => 0,
             Slot::Gate(g) => {
                 if let Some(v) = self.memo[g as usize] {
                     return v;

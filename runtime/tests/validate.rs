@@ -44,6 +44,7 @@ fn the_hand_built_programs_are_valid() {
         next: vec![],
         views: vec![],
         entry_gates: Default::default(),
+        opaque: Default::default(),
     };
     assert_eq!(empty.validate(), Ok(()));
 }

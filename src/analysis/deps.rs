@@ -57,6 +57,9 @@ impl Graph {
                 Node::Const(false) => (Kind::False, 0),
                 Node::Const(true) => (Kind::True, 0),
                 Node::Base(b) => (Kind::Base, *b),
+                // An opaque atom is a function of the state that the analysis cannot see into:
+                // taken as an unknown like an input, which only weakens what it proves.
+                Node::Opaque(_) => (Kind::Input, u32::MAX),
                 Node::Input(x) => (Kind::Input, *x),
                 Node::Not(_) => (Kind::Not, 0),
                 Node::And(_) => (Kind::And, 0),
@@ -328,7 +331,7 @@ pub fn reach(net: &Propnet, factor_of_base: &[Option<u32>]) -> Vec<Reach> {
     for node in &net.nodes {
         let r = match *node {
             Node::Base(b) => Reach::Local(factor_of_base[b as usize]),
-            Node::Const(_) | Node::Input(_) => Reach::Local(None),
+            Node::Const(_) | Node::Input(_) | Node::Opaque(_) => Reach::Local(None),
             _ => {
                 let mut acc = Reach::Local(None);
                 for op in node.operands() {

@@ -183,7 +183,7 @@ fn move_sets(net: &Propnet, cones: &Cones) -> Vec<Option<Result<MoveSet, String>
                     }
                     acc.ok_or_else(|| "has no move operand".to_string())
                 }
-                Node::Const(_) | Node::Base(_) => Err("is not a function of moves".into()),
+                Node::Const(_) | Node::Base(_) | Node::Opaque(_) => Err("is not a function of moves".into()),
             }
         })();
         out.push(Some(set));
@@ -340,6 +340,9 @@ pub fn factor(
     ncomp: usize,
     inert: &dyn Fn() -> Vec<bool>,
 ) -> Result<Factoring, Vec<Obstacle>> {
+    if !net.opaque.is_empty() {
+        return Err(vec![Obstacle::Opaque(net.opaque.len())]);
+    }
     if ncomp == 0 {
         return Err(vec![Obstacle::NoActionDependentState]);
     }
@@ -821,6 +824,7 @@ impl Copier<'_> {
                 Node::Const(c) => Node::Const(*c),
                 Node::Base(b) => Node::Base(self.base_index[b]),
                 Node::Input(_) => unreachable!("inputs are move-level"),
+                Node::Opaque(_) => unreachable!("factor refuses nets with opaque atoms"),
                 Node::Not(x) => Node::Not(NodeId(self.memo[x.index()])),
                 Node::And(ops) | Node::Or(ops) => {
                     // The move-level operands are replaced as the analysis saw them: combined
@@ -1123,6 +1127,7 @@ fn build(
             goals: fgoals,
             terminal: fterminal,
             views,
+            ..Propnet::default()
         };
         fnet.verify().map_err(|e| Obstacle::Internal(e.to_string()))?;
         let program = net::order(&fnet);

@@ -73,6 +73,8 @@ pub enum Obstacle {
         /// The limit.
         limit: usize,
     },
+    /// The net reads opaque atoms (`doc/opaque.md`), which factoring does not handle.
+    Opaque(usize),
     /// A factor could not be built: a bug.
     Internal(String),
 }
@@ -109,6 +111,7 @@ impl std::fmt::Display for Obstacle {
             Obstacle::RelationTooLarge { limit } => {
                 write!(f, "the terminal and goal relations exceed {limit} nodes")
             }
+            Obstacle::Opaque(n) => write!(f, "the net reads {n} opaque atoms, which factoring does not handle"),
             Obstacle::Internal(e) => write!(f, "internal error (a bug): {e}"),
         }
     }

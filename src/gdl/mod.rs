@@ -5,7 +5,7 @@
 
 mod ast;
 mod check;
-mod deps;
+pub(crate) mod deps;
 mod error;
 mod modes;
 mod parser;

@@ -11,7 +11,16 @@ use super::grounder::components;
 use super::types::{AtomKind, Grounded};
 use propjet_runtime::{FactIdx, Machine, MachineError, MoveIdx, RoleIdx};
 use rustc_hash::FxHashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Computes the values of the `Opaque` atoms of a ground program, one state at a time (see
+/// `doc/opaque.md`): the grounder left their relation's rules out, so something that evaluates
+/// those rules top down must answer.
+pub trait OpaqueOracle: Send + Sync {
+    /// Whether the opaque atom `atom` (its text) holds in the state whose `true` facts are
+    /// `facts` (their texts, as `GroundAtom::text` writes them).
+    fn holds(&self, facts: &[&str], atom: &str) -> Result<bool, String>;
+}
 
 /// A state: one bit per `True` atom, in [`FactIdx`] order.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -34,6 +43,8 @@ struct Component {
     recursive: bool,
     /// Whether it depends on a `does` atom, directly or through other atoms.
     needs_does: bool,
+    /// Whether it depends on an opaque atom, directly or through other atoms.
+    needs_opaque: bool,
 }
 
 /// A [`Grounded`] program evaluated naively (engine name `ground`).
@@ -51,7 +62,25 @@ pub struct GroundMachine {
     terminal: Vec<u32>,
     order: Vec<Component>,
     initial: GroundState,
-    cache: Mutex<Option<(GroundState, Vec<bool>)>>,
+    cache: Mutex<Option<(GroundState, Values)>>,
+    /// Whether each atom is of kind `Opaque`.
+    is_opaque: Vec<bool>,
+    /// Whether each atom depends on an opaque atom, and on a `does` atom.
+    on_opaque: Vec<bool>,
+    on_does: Vec<bool>,
+    /// The atoms whose values the game master reads: where demand starts.
+    demanded_outputs: Vec<bool>,
+    oracle: Option<Arc<dyn OpaqueOracle>>,
+    /// The first error of the oracle, and how many opaque atoms it was asked about.
+    opaque_log: Mutex<(Option<String>, u64)>,
+}
+
+/// The values of the atoms in one state, and which opaque atoms have been asked about (an
+/// opaque atom is only computed when the other literals of a rule reading it hold).
+#[derive(Clone)]
+struct Values {
+    values: Vec<bool>,
+    known: Vec<bool>,
 }
 
 /// Canonical KIF of a move written with any case and spacing.
@@ -92,6 +121,27 @@ impl GroundMachine {
     /// Prepares `g` for evaluation. Fails if the program has negation inside a recursive
     /// component (which a stratified game never gives) or breaks an invariant of [`Grounded`].
     pub fn new(g: Grounded) -> Result<GroundMachine, String> {
+        if let Some(a) = g.atoms.iter().find(|a| a.kind == AtomKind::Opaque) {
+            return Err(format!(
+                "the program has opaque atoms ({} among them), which need an oracle: use with_opaque",
+                a.text
+            ));
+        }
+        Self::build(g, None)
+    }
+
+    /// Prepares `g`, whose opaque atoms `oracle` computes, for evaluation.
+    pub fn with_opaque(g: Grounded, oracle: Arc<dyn OpaqueOracle>) -> Result<GroundMachine, String> {
+        Self::build(g, Some(oracle))
+    }
+
+    /// The first error the oracle reported, if any (the evaluation went on with the atom
+    /// false), and how many opaque atoms it has been asked about.
+    pub fn opaque_log(&self) -> (Option<String>, u64) {
+        self.opaque_log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn build(g: Grounded, oracle: Option<Arc<dyn OpaqueOracle>>) -> Result<GroundMachine, String> {
         let n = g.atoms.len();
         let mut facts = Vec::new();
         let mut fact_of = vec![u32::MAX; n];
@@ -182,8 +232,49 @@ impl GroundMachine {
                 rules,
                 recursive,
                 needs_does,
+                needs_opaque: false,
             });
         }
+        // Which atoms depend on an opaque atom or on a move, for the demand of opaque atoms.
+        let mut on_opaque: Vec<bool> = g.atoms.iter().map(|a| a.kind == AtomKind::Opaque).collect();
+        let mut on_does: Vec<bool> = g
+            .atoms
+            .iter()
+            .map(|a| matches!(a.kind, AtomKind::Does { .. }))
+            .collect();
+        for comp in &mut order {
+            loop {
+                let mut changed = false;
+                for &r in &comp.rules {
+                    let rule = &g.rules[r as usize];
+                    let h = rule.head.index();
+                    let o = rule.body.iter().any(|l| on_opaque[l.atom.index()]);
+                    let d = rule.body.iter().any(|l| on_does[l.atom.index()]);
+                    if (o && !on_opaque[h]) || (d && !on_does[h]) {
+                        on_opaque[h] |= o;
+                        on_does[h] |= d;
+                        changed = true;
+                    }
+                }
+                if !changed {
+                    break;
+                }
+            }
+            comp.needs_opaque = comp
+                .rules
+                .iter()
+                .any(|&r| on_opaque[g.rules[r as usize].head.index()]);
+        }
+        let demanded_outputs = g
+            .atoms
+            .iter()
+            .map(|a| {
+                matches!(
+                    a.kind,
+                    AtomKind::Legal { .. } | AtomKind::Goal { .. } | AtomKind::Terminal | AtomKind::Next
+                )
+            })
+            .collect();
 
         let mut initial = GroundState(vec![0; facts.len().div_ceil(64)]);
         for a in &g.init {
@@ -193,7 +284,14 @@ impl GroundMachine {
                 .ok_or_else(|| format!("initial atom {a} is not a true atom"))?;
             initial.set(f as usize);
         }
+        let is_opaque = g.atoms.iter().map(|a| a.kind == AtomKind::Opaque).collect();
         Ok(GroundMachine {
+            is_opaque,
+            on_opaque,
+            on_does,
+            demanded_outputs,
+            oracle,
+            opaque_log: Mutex::new((None, 0)),
             g,
             facts,
             moves,
@@ -213,16 +311,71 @@ impl GroundMachine {
         &self.g
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<(GroundState, Vec<bool>)>> {
+    fn lock(&self) -> MutexGuard<'_, Option<(GroundState, Values)>> {
         // The cache is replaced whole, so a panic elsewhere cannot leave it half-written.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Evaluates the components that `with_does` selects (those needing `does` or the others)
-    /// over `values`.
-    fn evaluate(&self, values: &mut [bool], with_does: bool) {
+    /// over `v`. Without `does`, the components that do not read opaque atoms come first; then
+    /// the demand of each opaque atom is propagated down from the outputs (`doc/opaque.md` §4),
+    /// the demanded opaque atoms are asked for, the others left false, and the remaining
+    /// components evaluated.
+    fn evaluate(&self, state: &GroundState, v: &mut Values, with_does: bool) {
+        if with_does {
+            self.run(v, |c| c.needs_does);
+            return;
+        }
+        self.run(v, |c| !c.needs_does && !c.needs_opaque);
+        if !self.is_opaque.iter().any(|&o| o) {
+            return;
+        }
+        let mut demand = self.demanded_outputs.clone();
+        for comp in self.order.iter().rev() {
+            if !comp.needs_opaque {
+                continue;
+            }
+            loop {
+                let mut changed = false;
+                for &r in &comp.rules {
+                    let rule = &self.g.rules[r as usize];
+                    if !demand[rule.head.index()] {
+                        continue;
+                    }
+                    // The literals known now: those reading neither opaque atoms nor moves.
+                    let known = |i: usize| !self.on_opaque[i] && !self.on_does[i];
+                    if rule
+                        .body
+                        .iter()
+                        .any(|l| known(l.atom.index()) && v.values[l.atom.index()] == l.negated)
+                    {
+                        continue;
+                    }
+                    for l in &rule.body {
+                        let i = l.atom.index();
+                        if self.on_opaque[i] && !demand[i] {
+                            demand[i] = true;
+                            changed = true;
+                        }
+                    }
+                }
+                if !comp.recursive || !changed {
+                    break;
+                }
+            }
+        }
+        for (a, &wanted) in demand.iter().enumerate() {
+            if wanted && self.is_opaque[a] {
+                self.opaque(state, v, a);
+            }
+        }
+        self.run(v, |c| !c.needs_does && c.needs_opaque);
+    }
+
+    /// Evaluates the components `select` picks, in dependency order, over `v`.
+    fn run(&self, v: &mut Values, select: impl Fn(&Component) -> bool) {
         for comp in &self.order {
-            if comp.needs_does != with_does {
+            if !select(comp) {
                 continue;
             }
             loop {
@@ -230,8 +383,8 @@ impl GroundMachine {
                 for &r in &comp.rules {
                     let rule = &self.g.rules[r as usize];
                     let h = rule.head.index();
-                    if !values[h] && rule.body.iter().all(|l| values[l.atom.index()] != l.negated) {
-                        values[h] = true;
+                    if !v.values[h] && rule.body.iter().all(|l| v.values[l.atom.index()] != l.negated) {
+                        v.values[h] = true;
                         changed = true;
                     }
                 }
@@ -242,20 +395,49 @@ impl GroundMachine {
         }
     }
 
+    /// The value of opaque atom `a` in `state`, asking the oracle the first time.
+    fn opaque(&self, state: &GroundState, v: &mut Values, a: usize) -> bool {
+        if !v.known[a] {
+            let facts: Vec<&str> = (0..self.facts.len())
+                .filter(|&f| state.get(f))
+                .map(|f| self.g.atoms[self.facts[f] as usize].text.as_str())
+                .collect();
+            let answer = match &self.oracle {
+                Some(o) => o.holds(&facts, &self.g.atoms[a].text),
+                None => Err(format!("no oracle for opaque atom {}", self.g.atoms[a].text)),
+            };
+            let mut log = self.opaque_log.lock().unwrap_or_else(|e| e.into_inner());
+            log.1 += 1;
+            v.values[a] = match answer {
+                Ok(b) => b,
+                Err(e) => {
+                    log.0.get_or_insert(e);
+                    false
+                }
+            };
+            v.known[a] = true;
+        }
+        v.values[a]
+    }
+
     /// The values of every atom that does not depend on `does`, in `state`.
-    fn state_values(&self, state: &GroundState) -> Vec<bool> {
+    fn state_values(&self, state: &GroundState) -> Values {
         if let Some((s, v)) = self.lock().as_ref() {
             if s == state {
                 return v.clone();
             }
         }
-        let mut values = vec![false; self.g.atoms.len()];
+        let n = self.g.atoms.len();
+        let mut v = Values {
+            values: vec![false; n],
+            known: vec![false; n],
+        };
         for (f, &a) in self.facts.iter().enumerate() {
-            values[a as usize] = state.get(f);
+            v.values[a as usize] = state.get(f);
         }
-        self.evaluate(&mut values, false);
-        *self.lock() = Some((state.clone(), values.clone()));
-        values
+        self.evaluate(state, &mut v, false);
+        *self.lock() = Some((state.clone(), v.clone()));
+        v
     }
 
     fn check_state(&self, state: &GroundState) -> bool {
@@ -296,7 +478,7 @@ impl Machine for GroundMachine {
         if !self.check_state(state) {
             return Vec::new();
         }
-        let values = self.state_values(state);
+        let values = self.state_values(state).values;
         let mut moves: Vec<MoveIdx> = self
             .legal_move
             .iter()
@@ -334,11 +516,15 @@ impl Machine for GroundMachine {
         let mut values = if self.check_state(state) {
             self.state_values(state)
         } else {
-            vec![false; self.g.atoms.len()]
+            let n = self.g.atoms.len();
+            Values {
+                values: vec![false; n],
+                known: vec![false; n],
+            }
         };
         for (r, mv) in joint.iter().enumerate() {
             match self.moves.get(mv.index()) {
-                Some(&(role, a)) if role as usize == r => values[a as usize] = true,
+                Some(&(role, a)) if role as usize == r => values.values[a as usize] = true,
                 _ => {
                     return Err(MachineError::UnknownMove {
                         role: roles[r].clone(),
@@ -347,10 +533,10 @@ impl Machine for GroundMachine {
                 }
             }
         }
-        self.evaluate(&mut values, true);
+        self.evaluate(state, &mut values, true);
         let mut next = GroundState(vec![0; self.facts.len().div_ceil(64)]);
         for &(a, f) in &self.next_fact {
-            if values[a as usize] {
+            if values.values[a as usize] {
                 next.set(f as usize);
             }
         }
@@ -361,7 +547,7 @@ impl Machine for GroundMachine {
         if !self.check_state(state) {
             return false;
         }
-        let values = self.state_values(state);
+        let values = self.state_values(state).values;
         self.terminal.iter().any(|&a| values[a as usize])
     }
 
@@ -369,7 +555,7 @@ impl Machine for GroundMachine {
         if !self.check_state(state) {
             return Vec::new();
         }
-        let values = self.state_values(state);
+        let values = self.state_values(state).values;
         let mut out: Vec<u32> = self
             .goals
             .iter()

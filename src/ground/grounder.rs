@@ -6,7 +6,9 @@ use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
 use super::project;
 use super::terms::{TermId, TermStore, HOLDS, PENDING};
-use super::types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
+use super::types::{
+    AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRule, Grounded,
+};
 use super::GroundError;
 use crate::gdl::{Description, Term};
 use rustc_hash::FxHashMap;
@@ -95,6 +97,9 @@ pub(crate) struct Grounder<'d> {
     costs: Vec<RuleCost>,
     /// The relations already evaluated.
     evaluated: Vec<bool>,
+    /// The opaque relations (see `doc/opaque.md`): their calls are atoms whose values come from
+    /// outside the ground program.
+    opaque: Vec<bool>,
     pub stats: GroundStats,
 }
 
@@ -107,7 +112,11 @@ fn limit(limit: &'static str, value: usize, relation: &str) -> GroundError {
 }
 
 impl<'d> Grounder<'d> {
-    pub fn new(desc: &'d Description, limits: &'d GroundLimits) -> Result<Self, GroundError> {
+    pub fn new(
+        desc: &'d Description,
+        limits: &'d GroundLimits,
+        options: &GroundOptions,
+    ) -> Result<Self, GroundError> {
         let start = Instant::now();
         // A time limit too large to add to the clock is no limit.
         let deadline = start
@@ -127,16 +136,23 @@ impl<'d> Grounder<'d> {
             terminal: rels.id(kw.terminal, 0),
         };
         let mut conjs = normalize::normalize(desc, &mut store, &mut rels)?;
-        // GDL's relations keep their arguments: they are the game's interface.
-        let keywords: Vec<RelId> = [kw.base, kw.input]
+        // GDL's relations keep their arguments: they are the game's interface; so do the
+        // opaque relations, which are named with their arity (a malformed name is reported
+        // below, by `opaque_relations`).
+        let named_opaque = options.opaque.iter().filter_map(|text| {
+            let (name, arity) = text.rsplit_once('/')?;
+            rels.get(desc.symbols.get(name)?, arity.parse().ok()?)
+        });
+        let keep: Vec<RelId> = [kw.base, kw.input]
             .iter()
             .flat_map(|&sym| [rels.get(sym, 1), rels.get(sym, 2)])
             .flatten()
+            .chain(named_opaque)
             .chain([
                 k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
             ])
             .collect();
-        project::drop_irrelevant_arguments(&mut conjs, &mut rels, |r| keywords.contains(&r));
+        project::drop_irrelevant_arguments(&mut conjs, &mut rels, |r| keep.contains(&r));
 
         // The grounder's own rules: the state holds what `init` and `next` give, and a role
         // may play what is legal for it.
@@ -172,6 +188,7 @@ impl<'d> Grounder<'d> {
             2,
         );
         conjs.extend([from_init, from_next, from_legal]);
+        let opaque = opaque_relations(desc, &options.opaque, &mut rels, &conjs)?;
 
         // Roles in the order of the `role` facts.
         let mut role_terms = Vec::new();
@@ -215,8 +232,10 @@ impl<'d> Grounder<'d> {
             atoms: 0,
             costs: vec![RuleCost::default(); desc.rules.len()],
             evaluated: vec![false; n],
+            opaque,
             stats: GroundStats::default(),
         };
+        g.opaque.resize(n, false);
         g.classify()?;
         // Classifying evaluates some static relations, which counts as fixpoint time.
         g.stats.prepare = start.elapsed().saturating_sub(g.stats.fixpoint);
@@ -286,6 +305,11 @@ impl<'d> Grounder<'d> {
         for r in [k.true_, k.does, k.next, k.legal, k.goal, k.terminal] {
             dynamic[r as usize] = true;
         }
+        // An opaque relation depends on the state (`make_opaque` checks it), although the rule
+        // that stands in for its rules does not say so.
+        for (r, &o) in self.opaque.iter().enumerate() {
+            dynamic[r] |= o;
+        }
         loop {
             let mut changed = false;
             for c in &self.conjs {
@@ -342,6 +366,7 @@ impl<'d> Grounder<'d> {
     /// `magic`), and rejects the rules that still leave a variable unbound.
     fn classify(&mut self) -> Result<(), GroundError> {
         let k = self.k;
+        let opaque_lines = self.make_opaque()?;
         // Rules of relations nothing reaches are never grounded (they may even be unsafe).
         let reached = self.reach();
         self.conjs.retain(|c| reached[c.head.rel as usize]);
@@ -439,6 +464,8 @@ impl<'d> Grounder<'d> {
             })
             .collect();
         self.relations.resize_with(n, Relation::default);
+        self.opaque.resize(n, false);
+        self.check_opaque_calls(&opaque_lines)?;
         self.reached = self.reach();
         self.dynamic = self.dynamic_relations();
         self.output = (0..n).map(|r| self.dynamic[r] && !self.guard[r]).collect();
@@ -462,6 +489,127 @@ impl<'d> Grounder<'d> {
                         self.desc.symbols.name(c.var_names[v as usize])
                     ),
                 });
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the rules of each opaque relation `p/n` by the single rule `p(X1, …, Xn) ⇐`,
+    /// which the demand-driven transformation then guards with the calls of `p`: in the
+    /// over-approximation `p` holds for exactly the calls the game can make, and the rule itself
+    /// is never instantiated (it is the grounder's own), so its atoms are heads of no ground
+    /// rule. The relations only `p`'s rules reached are then no longer reached and are never
+    /// grounded. Checks that `p` depends on `true` and not on `does`: its value must be a
+    /// function of the state alone. Returns the line and column of each opaque relation's first
+    /// rule, for the messages of `check_opaque_calls`.
+    fn make_opaque(&mut self) -> Result<Vec<(RelId, u32, u32)>, GroundError> {
+        let k = self.k;
+        let n = self.rels.len();
+        let mut heads_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, c) in self.conjs.iter().enumerate() {
+            heads_of[c.head.rel as usize].push(i);
+        }
+        let mut out = Vec::new();
+        for p in 0..n {
+            if !self.opaque[p] {
+                continue;
+            }
+            let name = &self.rel_names[p];
+            let Some(&first) = heads_of[p].first() else {
+                return Err(opaque_error(0, 0, format!("opaque relation {name} has no rule")));
+            };
+            let (line, col) = self.rule_span(&self.conjs[first]);
+            // Everything the rules of `p` read, through any chain of rules.
+            let mut seen = vec![false; n];
+            let mut work: Vec<RelId> = vec![p as RelId];
+            seen[p] = true;
+            while let Some(r) = work.pop() {
+                // `true` is the state itself: the grounder's own rules that derive it from
+                // `init` and `next` say what states can be, not what one state holds.
+                if r == k.true_ {
+                    continue;
+                }
+                for &i in &heads_of[r as usize] {
+                    for item in &self.conjs[i].body {
+                        if let Item::Pos(a) | Item::Neg(a) = item {
+                            if !seen[a.rel as usize] {
+                                seen[a.rel as usize] = true;
+                                work.push(a.rel);
+                            }
+                        }
+                    }
+                }
+            }
+            if seen[k.does as usize] {
+                return Err(opaque_error(
+                    line,
+                    col,
+                    format!(
+                        "opaque relation {name} depends on 'does', so its value is not a function of \
+                         the state"
+                    ),
+                ));
+            }
+            if !seen[k.true_ as usize] {
+                return Err(opaque_error(
+                    line,
+                    col,
+                    format!(
+                        "opaque relation {name} does not depend on the state; the grounder evaluates \
+                         such relations exactly"
+                    ),
+                ));
+            }
+            out.push((p as RelId, line, col));
+        }
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let opaque = &self.opaque;
+        self.conjs.retain(|c| !opaque[c.head.rel as usize]);
+        let true_sym = self.desc.keywords.true_;
+        for &(p, _, _) in &out {
+            let (sym, arity) = self.rels.key(p);
+            self.conjs.push(Conj {
+                head: AtomPat {
+                    rel: p,
+                    sym,
+                    args: (0..arity as u32).map(Pat::Var).collect::<Vec<_>>().into(),
+                },
+                body: Vec::new(),
+                nvars: arity,
+                rule: None,
+                var_names: vec![true_sym; arity],
+                magic: false,
+            });
+        }
+        Ok(out)
+    }
+
+    /// After the demand-driven transformation, checks that every call of each opaque relation
+    /// binds all its arguments: the rule standing in for its rules must be guarded by a magic
+    /// relation of the full arity (a 0-ary relation needs no guard).
+    fn check_opaque_calls(&self, opaque: &[(RelId, u32, u32)]) -> Result<(), GroundError> {
+        for &(p, line, col) in opaque {
+            let arity = self.rels.key(p).1;
+            let stand_in = self
+                .conjs
+                .iter()
+                .find(|c| c.head.rel == p && c.rule.is_none() && !c.magic);
+            let guarded = match stand_in.and_then(|c| c.body.first()) {
+                Some(Item::Pos(g)) => g.args.len() == arity,
+                _ => arity == 0,
+            };
+            if !guarded {
+                return Err(opaque_error(
+                    line,
+                    col,
+                    format!(
+                        "opaque relation {} is called with an argument left unbound at some call \
+                         site; its value per state is only defined for fully bound calls",
+                        self.rel_names[p as usize]
+                    ),
+                ));
             }
         }
         Ok(())
@@ -722,6 +870,7 @@ impl<'d> Grounder<'d> {
             k,
             role_index: &self.role_index,
             desc: self.desc,
+            opaque: &self.opaque,
         };
         for ci in 0..self.conjs.len() {
             let conj = &self.conjs[ci];
@@ -880,6 +1029,7 @@ struct KindCx<'a> {
     k: Keys,
     role_index: &'a FxHashMap<TermId, u32>,
     desc: &'a Description,
+    opaque: &'a [bool],
 }
 
 /// The ground program being assembled.
@@ -1018,6 +1168,8 @@ impl Out {
             )
         } else if rel == k.terminal {
             (AtomKind::Terminal, store.text(t, symbols))
+        } else if cx.opaque.get(rel as usize).copied().unwrap_or(false) {
+            (AtomKind::Opaque, store.text(t, symbols))
         } else {
             (AtomKind::View, store.text(t, symbols))
         };
@@ -1029,6 +1181,52 @@ impl Out {
         self.atom_of[t as usize] = id.0;
         Ok(id)
     }
+}
+
+fn opaque_error(line: u32, col: u32, message: String) -> GroundError {
+    GroundError::Unsupported { line, col, message }
+}
+
+/// The opaque relations named in `names` (`name/arity`), as flags by relation. A name that is
+/// malformed, a keyword of GDL, or no relation of the game is an error.
+fn opaque_relations(
+    desc: &Description,
+    names: &[String],
+    rels: &mut RelTable,
+    conjs: &[Conj],
+) -> Result<Vec<bool>, GroundError> {
+    let kw = desc.keywords;
+    let mut flags = vec![false; rels.len()];
+    for text in names {
+        let bad = |why: &str| opaque_error(0, 0, format!("opaque relation '{text}': {why}"));
+        let Some((name, arity)) = text.rsplit_once('/') else {
+            return Err(bad("expected name/arity"));
+        };
+        let arity: usize = arity.parse().map_err(|_| bad("the arity is not a number"))?;
+        let Some(sym) = desc.symbols.get(name) else {
+            return Err(bad("the game has no such symbol"));
+        };
+        let keywords = [
+            kw.role,
+            kw.init,
+            kw.true_,
+            kw.does,
+            kw.next,
+            kw.legal,
+            kw.goal,
+            kw.terminal,
+        ];
+        if keywords.contains(&sym) {
+            return Err(bad("a relation of GDL itself cannot be opaque"));
+        }
+        let r = rels.id(sym, arity);
+        if !conjs.iter().any(|c| c.head.rel == r) {
+            return Err(bad("no rule of the game defines it"));
+        }
+        flags.resize(rels.len(), false);
+        flags[r as usize] = true;
+    }
+    Ok(flags)
 }
 
 /// The value of a goal term, if it is a natural number written as a constant.

@@ -12,9 +12,9 @@ mod terms;
 mod tests;
 mod types;
 
-pub use eval::{GroundMachine, GroundState};
+pub use eval::{GroundMachine, GroundState, OpaqueOracle};
 pub use grounder::{GroundStats, RuleCost, MAX_TERM_DEPTH};
-pub use types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundRule, Grounded};
+pub use types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRule, Grounded};
 
 use crate::gdl::Description;
 
@@ -58,7 +58,16 @@ pub fn ground_with_stats(
     desc: &Description,
     limits: &GroundLimits,
 ) -> Result<(Grounded, GroundStats), GroundError> {
-    let mut g = grounder::Grounder::new(desc, limits)?;
+    ground_with_options(desc, limits, &GroundOptions::default())
+}
+
+/// [`ground_with_stats`] with the choices of `options` (opaque relations).
+pub fn ground_with_options(
+    desc: &Description,
+    limits: &GroundLimits,
+    options: &GroundOptions,
+) -> Result<(Grounded, GroundStats), GroundError> {
+    let mut g = grounder::Grounder::new(desc, limits, options)?;
     g.fixpoint()?;
     g.instantiate()
 }

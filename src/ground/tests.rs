@@ -528,3 +528,185 @@ fn the_ground_program_is_deterministic() {
     assert_eq!(a.rules, b.rules);
     assert_eq!(a.init, b.init);
 }
+
+/// A walk on a line of cells whose links the robot can cut. Cutting a link is legal only while
+/// the robot can still reach `d`, asked of `reach/2`, a recursive relation over the state that
+/// every call binds fully: the shape of dresden_corridor's `dfs`, small enough to ground too.
+const CUT: &str = "
+    (role robot)
+    (init (at a)) (init (link a b)) (init (link b c)) (init (link c d)) (init (step 0))
+    (node a) (node b) (node c) (node d)
+    (succ 0 1) (succ 1 2) (succ 2 3)
+    (<= (reach ?x ?x) (node ?x))
+    (<= (reach ?x ?z) (true (link ?x ?y)) (reach ?y ?z))
+    (<= (moved ?y) (does robot (go ?y)))
+    (legal robot wait)
+    (<= (legal robot (go ?y)) (true (at ?x)) (true (link ?x ?y)))
+    (<= (legal robot (cut ?x ?y)) (true (link ?x ?y)) (true (at ?p)) (reach ?p d))
+    (<= (next (at ?y)) (moved ?y))
+    (<= (next (at ?x)) (true (at ?x)) (does robot (cut ?u ?v)))
+    (<= (next (at ?x)) (true (at ?x)) (does robot wait))
+    (<= (next (link ?x ?y)) (true (link ?x ?y)) (not (does robot (cut ?x ?y))))
+    (<= (next (step ?m)) (true (step ?n)) (succ ?n ?m))
+    (<= terminal (true (step 3)))
+    (<= terminal (true (at d)))
+    (goal robot 100)
+";
+
+fn ground_opaque(src: &str, opaque: &[&str]) -> Result<Grounded, GroundError> {
+    let options = GroundOptions {
+        opaque: opaque.iter().map(|s| s.to_string()).collect(),
+    };
+    ground_with_options(&parse(src), &GroundLimits::default(), &options).map(|(g, _)| g)
+}
+
+#[test]
+fn an_opaque_relation_becomes_its_calls() {
+    let g = match ground_opaque(CUT, &["reach/2"]) {
+        Ok(g) => g,
+        Err(e) => panic!("the game should ground with reach/2 opaque: {e}"),
+    };
+    g.check_invariants().expect("the invariants hold");
+    // The robot can stand on any of the four cells, and the only call asks about `d`: the
+    // recursive calls inside `reach`'s own rules are not the net's business.
+    assert_eq!(
+        texts(&g, |k| *k == AtomKind::Opaque),
+        ["(reach a d)", "(reach b d)", "(reach c d)", "(reach d d)"]
+    );
+    assert!(
+        g.atoms
+            .iter()
+            .all(|a| a.kind == AtomKind::Opaque || !a.text.starts_with("(reach")),
+        "reach atoms of another kind remain"
+    );
+    for r in &g.rules {
+        assert_ne!(
+            g.atoms[r.head.index()].kind,
+            AtomKind::Opaque,
+            "an opaque atom is defined"
+        );
+    }
+    // The `cut` moves read the call of the robot's cell together with its position (the
+    // join shares that pair between the links, as an auxiliary atom).
+    let all = rules(&g);
+    for cell in ["a", "b", "c", "d"] {
+        let pair = format!("<= (true (at {cell})) (reach {cell} d)");
+        assert!(
+            all.iter().any(|r| r.ends_with(&pair)),
+            "no rule reads {pair}: {all:#?}"
+        );
+    }
+    // Grounded in full, the same game has the same calls as views (and the recursive ones).
+    let full = ground_src(CUT);
+    let views = texts(&full, |k| *k == AtomKind::View);
+    for call in texts(&g, |k| *k == AtomKind::Opaque) {
+        assert!(
+            views.contains(&call),
+            "{call} is not an atom of the full grounding"
+        );
+    }
+    // The net holds each call as an opaque leaf.
+    let net = crate::net::build(&g, &crate::net::NetLimits::default()).expect("the net builds");
+    assert_eq!(
+        net.opaque,
+        ["(reach a d)", "(reach b d)", "(reach c d)", "(reach d d)"]
+    );
+}
+
+/// The program of `g` (opaque atoms allowed), ordered with the demand of its opaque atoms.
+fn program_of(g: &Grounded, optimize: bool) -> propjet_runtime::Program {
+    let mut net = crate::net::build(g, &crate::net::NetLimits::default()).expect("the net builds");
+    if optimize {
+        net = crate::net::optimize(net, 8).0;
+    }
+    crate::net::add_demand(&mut net);
+    net.verify().expect("the net is well formed");
+    let program = crate::net::order(&net);
+    program.validate().expect("the program validates");
+    program
+}
+
+#[test]
+fn the_interpreter_fills_opaque_atoms_like_the_full_grounding() {
+    let desc = parse(CUT);
+    let reference = Reference::new(&desc).expect("the reference takes the game");
+    let g = ground_opaque(CUT, &["reach/2"]).expect("the game grounds with reach/2 opaque");
+    let full = crate::net::order(
+        &crate::net::optimize(
+            crate::net::build(&ground_src(CUT), &crate::net::NetLimits::default()).expect("the net builds"),
+            8,
+        )
+        .0,
+    );
+    let full = propjet_runtime::Interpreter::new(full).expect("the full program is valid");
+    let mut interps = Vec::new();
+    for optimize in [false, true] {
+        let program = program_of(&g, optimize);
+        assert_eq!(program.num_opaque(), 4, "the four calls are opaque slots");
+        // Without an evaluator the program is refused.
+        assert!(propjet_runtime::Interpreter::new(program.clone()).is_err());
+        let evaluator = crate::opaque::TopDown::new(&desc, &program).expect("the evaluator takes the game");
+        interps.push(
+            propjet_runtime::Interpreter::with_opaque(program, std::sync::Arc::new(evaluator))
+                .expect("the interpreter takes the program"),
+        );
+    }
+    let mut engines: Vec<Box<dyn Cursor + '_>> = vec![compare::cursor(&reference), compare::cursor(&full)];
+    engines.extend(interps.iter().map(|i| compare::cursor(i)));
+    let report = compare::lockstep(&mut engines, 20, 7, 200).expect("the playouts run");
+    assert!(report.is_clean(), "the opaque program disagrees: {report}");
+    assert!(report.states > 20, "too few states compared: {report}");
+    for i in &interps {
+        assert_eq!(i.opaque_error(), None);
+    }
+}
+
+#[test]
+fn relations_that_cannot_be_opaque_are_refused_by_name() {
+    let refused = |src: &str, name: &str, why: &str| match ground_opaque(src, &[name]) {
+        Err(GroundError::Unsupported { message, .. }) => {
+            assert!(message.contains(name), "{message}");
+            assert!(message.contains(why), "{message}");
+        }
+        other => panic!("expected {name} to be refused, got {:?}", other.map(|_| ())),
+    };
+    refused(CUT, "moved/1", "depends on 'does'");
+    refused(CUT, "node/1", "does not depend on the state");
+    refused(CUT, "legal/2", "GDL itself");
+    refused(CUT, "nowhere/2", "no such symbol");
+    refused(CUT, "reach/3", "no rule");
+    refused(CUT, "reach", "name/arity");
+    // A call that leaves the target free cannot be answered per state.
+    let free = CUT.replace(
+        "(goal robot 100)",
+        "(goal robot 100) (<= (legal robot (look ?z)) (true (at ?p)) (reach ?p ?z))",
+    );
+    refused(&free, "reach/2", "unbound");
+}
+
+#[test]
+fn opaque_atoms_answered_top_down_play_the_same_game() {
+    let desc = parse(CUT);
+    let reference = std::sync::Arc::new(Reference::new(&desc).expect("the reference takes the game"));
+    let g = ground_opaque(CUT, &["reach/2"]).expect("the game grounds with reach/2 opaque");
+    let machine = GroundMachine::with_opaque(g.clone(), reference.clone()).expect("the evaluator takes it");
+    // The game also grounds in full, which gives a third engine that owes nothing to top-down
+    // evaluation.
+    let full = GroundMachine::new(ground_src(CUT)).expect("the evaluator takes the full program");
+    let mut engines: Vec<Box<dyn Cursor + '_>> = vec![
+        compare::cursor(&*reference),
+        compare::cursor(&machine),
+        compare::cursor(&full),
+    ];
+    let report = compare::lockstep(&mut engines, 20, 7, 200).expect("the playouts run");
+    assert!(
+        report.is_clean(),
+        "opaque grounding disagrees with the reference: {report}"
+    );
+    assert!(report.states > 0, "no state was compared");
+    let (error, asked) = machine.opaque_log();
+    assert_eq!(error, None);
+    assert!(asked > 0, "the oracle was never asked");
+    // Without an oracle the program is refused rather than evaluated with the atoms false.
+    assert!(GroundMachine::new(g).is_err());
+}

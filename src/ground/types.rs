@@ -61,6 +61,11 @@ pub enum AtomKind {
     Terminal,
     /// Any other dynamic relation. `text` is the whole atom in canonical KIF, `(line x)`.
     View,
+    /// A call of an opaque relation ([`GroundOptions::opaque`]): its value is a function of the
+    /// state computed outside the ground program, by top-down evaluation of the relation's
+    /// rules over the state's `true` facts. It is the head of no rule. `text` is the whole atom
+    /// in canonical KIF, `(dfs (n e 5) (wall a b 1 2) a)`.
+    Opaque,
 }
 
 /// One ground atom.
@@ -97,7 +102,8 @@ pub struct GroundRule {
 ///   `Next` atom has a `True` atom with the same text, even if no rule reads it;
 /// - every `Legal` atom has a `Does` atom with the same role and text, and the other way round
 ///   only where the move can be legal (a `Does` atom without a `Legal` one is never played);
-/// - atoms that are heads of no rule and are not `True` or `Does` are false;
+/// - atoms that are heads of no rule and are not `True`, `Does` or `Opaque` are false;
+/// - `Opaque` atoms are heads of no rule (their values come from outside, per state);
 /// - there is at most one atom per (kind, role, text).
 #[derive(Clone, Debug, Default)]
 pub struct Grounded {
@@ -165,7 +171,10 @@ impl Grounded {
             let Some(head) = self.atoms.get(r.head.index()) else {
                 return Err(format!("rule {k} has head {} out of range", r.head));
             };
-            if matches!(head.kind, AtomKind::True | AtomKind::Does { .. }) {
+            if matches!(
+                head.kind,
+                AtomKind::True | AtomKind::Does { .. } | AtomKind::Opaque
+            ) {
                 return Err(format!("rule {k} defines {} ({:?})", head.text, head.kind));
             }
             if let Some(l) = r.body.iter().find(|l| l.atom.index() >= n) {
@@ -206,4 +215,15 @@ impl Default for GroundLimits {
             max_time: Duration::from_secs(300),
         }
     }
+}
+
+/// Choices of how to ground, beside the budgets (see `doc/opaque.md`).
+#[derive(Clone, Debug, Default)]
+pub struct GroundOptions {
+    /// Relations, written `name/arity`, that are left opaque: their rules are not grounded, and
+    /// each call of them the game can make becomes an atom of kind [`AtomKind::Opaque`], whose
+    /// value per state must come from a top-down evaluation of the relation outside the net.
+    /// Each must depend on the state and not on the moves, and every call of it must have all
+    /// its arguments bound; otherwise grounding fails with `Unsupported`.
+    pub opaque: Vec<String>,
 }

@@ -873,6 +873,7 @@ mod tests {
             next: vec![Lit::FALSE; bases],
             views: Vec::new(),
             entry_gates: Default::default(),
+            opaque: Default::default(),
         };
         program.compute_entry_gates();
         program

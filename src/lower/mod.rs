@@ -43,7 +43,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Module, ModuleError};
 use propjet_runtime::{
-    Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Program, ProgramError, Width,
+    Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Opaque, Program, ProgramError,
+    Width,
 };
 
 mod gates;
@@ -178,6 +179,10 @@ pub enum LowerError {
         /// The limit.
         limit: usize,
     },
+    /// The program has opaque atoms, which native code does not fill yet (`doc/opaque.md` §6):
+    /// such a program runs on the interpreter.
+    #[error("native code does not fill opaque atoms yet; the program has {0}")]
+    Opaque(usize),
     /// The program does not validate: a bug of whatever built it.
     #[error("invalid program: {0}")]
     Invalid(#[from] ProgramError),
@@ -231,6 +236,9 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
     let start = Instant::now();
     let program: Arc<Program> = program.into();
     program.validate()?;
+    if program.num_opaque() > 0 {
+        return Err(LowerError::Opaque(program.num_opaque()));
+    }
     if program.num_gates() > options.max_gates {
         return Err(LowerError::TooLarge {
             gates: program.num_gates(),
@@ -323,15 +331,32 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
 /// The program on native code when that can be had, or else on the interpreter with the reason.
 /// A bug (an invalid program, a code generation failure) is an error, not a fallback.
 pub fn engine(program: impl Into<Arc<Program>>, options: &Options) -> Result<Engine, LowerError> {
-    let program: Arc<Program> = program.into();
+    engine_with(program.into(), None, options)
+}
+
+/// As [`engine`], for a program whose opaque atoms (if any) `opaque` computes. Native code does
+/// not fill opaque atoms yet, so a program that has some runs on the interpreter, and the
+/// engine's fallback reason says so.
+pub fn engine_with(
+    program: Arc<Program>,
+    opaque: Option<Arc<dyn Opaque>>,
+    options: &Options,
+) -> Result<Engine, LowerError> {
+    let interp = |program: Arc<Program>| match &opaque {
+        Some(o) => Interpreter::with_opaque(program, Arc::clone(o)),
+        None => Interpreter::new(program),
+    };
     match lower(Arc::clone(&program), options) {
         Ok(lowered) => Ok(Engine::Native(lowered.native)),
-        Err(e @ (LowerError::UnsupportedHost(_) | LowerError::TooLarge { .. } | LowerError::Memory(_))) => {
-            Ok(Engine::Interp {
-                interp: Interpreter::new(program)?,
-                reason: e.to_string(),
-            })
-        }
+        Err(
+            e @ (LowerError::UnsupportedHost(_)
+            | LowerError::TooLarge { .. }
+            | LowerError::Memory(_)
+            | LowerError::Opaque(_)),
+        ) => Ok(Engine::Interp {
+            interp: interp(program)?,
+            reason: e.to_string(),
+        }),
         Err(e) => Err(e),
     }
 }
@@ -822,6 +847,7 @@ mod tests {
             next: vec![Lit::pos(2)],
             views: Vec::new(),
             entry_gates: Default::default(),
+            opaque: Default::default(),
         };
         // Gates of 1, 2, 9 and 0 operands: costs 2, 3, 10 and 1.
         for len in [1u32, 2, 9, 0] {
@@ -875,6 +901,7 @@ mod tests {
             next: vec![Lit::pos(4)],
             views,
             entry_gates: Default::default(),
+            opaque: Default::default(),
         };
         program.compute_entry_gates();
         program

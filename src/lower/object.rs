@@ -118,6 +118,10 @@ pub enum ObjectError {
 pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Object, ObjectError> {
     let start = Instant::now();
     program.validate().map_err(LowerError::from)?;
+    // An object has no way to fill opaque slots yet (`doc/opaque.md` §6).
+    if program.num_opaque() > 0 {
+        return Err(LowerError::Opaque(program.num_opaque()).into());
+    }
     if program.num_gates() > options.max_gates {
         return Err(LowerError::TooLarge {
             gates: program.num_gates(),

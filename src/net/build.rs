@@ -128,6 +128,17 @@ impl<'g> Builder<'g> {
             self.atom_node[d.index()] = Some(self.false_node);
         }
 
+        // Opaque atoms, sorted by text: leaves whose values an evaluator outside the net gives.
+        let mut opaque: Vec<usize> = (0..g.atoms.len())
+            .filter(|&a| g.atoms[a].kind == AtomKind::Opaque)
+            .collect();
+        opaque.sort_by(|&a, &b| g.atoms[a].text.cmp(&g.atoms[b].text));
+        for (i, &a) in opaque.iter().enumerate() {
+            let node = self.push(Node::Opaque(i as u32))?;
+            self.atom_node[a] = Some(node);
+            self.net.opaque.push(g.atoms[a].text.clone());
+        }
+
         self.build_views()?;
 
         // Outputs.
@@ -168,6 +179,8 @@ impl<'g> Builder<'g> {
                     atom.text.clone()
                 }
                 AtomKind::View => atom.text.clone(),
+                // Opaque atoms are leaves of the net, not views.
+                AtomKind::Opaque => continue,
             };
             views.push((name, self.node_of(id)));
         }
@@ -189,7 +202,13 @@ impl<'g> Builder<'g> {
     /// Builds the view atoms in dependency order, one strongly connected component at a time.
     fn build_views(&mut self) -> Result<(), NetError> {
         let g = self.g;
-        let is_view = |a: AtomId| !matches!(g.atoms[a.index()].kind, AtomKind::True | AtomKind::Does { .. });
+        // Opaque atoms are leaves, built before the views like bases.
+        let is_view = |a: AtomId| {
+            !matches!(
+                g.atoms[a.index()].kind,
+                AtomKind::True | AtomKind::Does { .. } | AtomKind::Opaque
+            )
+        };
         // Edges from a head to the view atoms its bodies read.
         let heads: Vec<AtomId> = (0..g.atoms.len())
             .map(AtomId::from_index)

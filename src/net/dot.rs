@@ -41,6 +41,7 @@ pub fn to_dot(net: &Propnet) -> Option<String> {
                     "darkgreen",
                 )
             }
+            Node::Opaque(x) => ("box", net.opaque[*x as usize].clone(), "purple"),
             Node::And(_) => ("invtriangle", "and".into(), "black"),
             Node::Or(_) => ("ellipse", "or".into(), "black"),
             Node::Not(_) => ("diamond", "not".into(), "black"),

@@ -7,6 +7,7 @@
 //! proposition has a transition from its `next` node, so the transitions are the `bases` table.
 
 mod build;
+mod demand;
 mod dot;
 mod order;
 mod passes;
@@ -14,6 +15,7 @@ mod signed;
 mod stats;
 
 pub use build::{build, NetLimits};
+pub use demand::add_demand;
 pub use dot::{to_dot, DOT_MAX_NODES};
 pub use order::order;
 pub use passes::{optimize, Pass, PassReport};
@@ -53,6 +55,9 @@ pub enum Node {
     Base(u32),
     /// Input proposition `i` (an index into [`Propnet::inputs`]).
     Input(u32),
+    /// Opaque atom `i` (an index into [`Propnet::opaque`]): a function of the state computed
+    /// outside the net (`doc/opaque.md`). The passes treat it as an unknown, like a base.
+    Opaque(u32),
     /// Conjunction of the operands (true when there are none).
     And(Vec<NodeId>),
     /// Disjunction of the operands (false when there are none).
@@ -67,7 +72,7 @@ impl Node {
         match self {
             Node::And(ops) | Node::Or(ops) => ops,
             Node::Not(x) => std::slice::from_ref(x),
-            Node::Const(_) | Node::Base(_) | Node::Input(_) => &[],
+            Node::Const(_) | Node::Base(_) | Node::Input(_) | Node::Opaque(_) => &[],
         }
     }
 
@@ -130,6 +135,11 @@ pub struct Propnet {
     /// Named view propositions (every ground view atom of the game that still has a node), in
     /// canonical KIF, sorted by name.
     pub views: Vec<(String, NodeId)>,
+    /// The opaque atoms in canonical KIF, sorted; empty for nearly every game.
+    pub opaque: Vec<String>,
+    /// The demand of each opaque atom (a node over the bases; see [`add_demand`]), or empty
+    /// before it is added.
+    pub demand: Vec<NodeId>,
 }
 
 impl Propnet {
@@ -174,12 +184,19 @@ impl Propnet {
                         self.inputs.len()
                     )))
                 }
+                Node::Opaque(x) if x as usize >= self.opaque.len() => {
+                    return Err(NetError::Internal(format!(
+                        "node n{i} is opaque atom {x} of {}",
+                        self.opaque.len()
+                    )))
+                }
                 _ => {}
             }
         }
         let out_of_range = self
             .outputs()
             .chain(self.views.iter().map(|v| v.1))
+            .chain(self.demand.iter().copied())
             .find(|id| id.index() >= n);
         if let Some(id) = out_of_range {
             return Err(NetError::Internal(format!(
@@ -213,6 +230,9 @@ pub enum NetError {
         /// What was being built.
         what: String,
     },
+    /// The ground program has something the net cannot express yet.
+    #[error("not supported by the net: {0}")]
+    Unsupported(String),
     /// A bug: an invariant failed.
     #[error("internal net error (a bug): {0}")]
     Internal(String),

@@ -2,14 +2,15 @@
 //! together, negations folded into literals, constants into the two constant slots.
 
 use super::{Node, NodeId, Propnet};
-use propjet_runtime::{Gate, Layout, Lit, Op, Program};
+use propjet_runtime::{Gate, Layout, Lit, Op, OpaqueSlots, Program};
 use std::ops::Range;
 
 /// Orders `net` into a program. Gates are emitted depth-first from the outputs of the legal,
 /// terminal, goal, next and view entries in turn, so that a gate comes right after the
 /// operands it needs and each entry's gates lie mostly in one run.
 pub fn order(net: &Propnet) -> Program {
-    let first_gate_slot = 2 + net.bases.len() as u32 + net.inputs.len() as u32;
+    let first_opaque_slot = 2 + net.bases.len() as u32 + net.inputs.len() as u32;
+    let first_gate_slot = first_opaque_slot + net.opaque.len() as u32;
     let mut lits: Vec<Option<Lit>> = vec![None; net.nodes.len()];
     let mut gates: Vec<Gate> = Vec::new();
     let mut operands: Vec<Lit> = Vec::new();
@@ -36,6 +37,7 @@ pub fn order(net: &Propnet) -> Program {
                 Node::Const(true) => Lit::TRUE,
                 Node::Base(b) => Lit::pos(2 + b),
                 Node::Input(i) => Lit::pos(2 + net.bases.len() as u32 + i),
+                Node::Opaque(i) => Lit::pos(first_opaque_slot + i),
                 Node::Not(x) => lits[x.index()].expect("operand emitted").negate(),
                 Node::And(ops) | Node::Or(ops) => {
                     let start = operands.len() as u32;
@@ -63,6 +65,7 @@ pub fn order(net: &Propnet) -> Program {
     let goals: Vec<Lit> = net.goals.iter().map(|g| emit(g.node, &mut lits)).collect();
     let next: Vec<Lit> = net.bases.iter().map(|b| emit(b.next, &mut lits)).collect();
     let views: Vec<Lit> = net.views.iter().map(|(_, v)| emit(*v, &mut lits)).collect();
+    let demand: Vec<Lit> = net.demand.iter().map(|&d| emit(d, &mut lits)).collect();
 
     let mut role_inputs: Vec<Range<u32>> = vec![0..0; net.roles.len()];
     for (r, range) in role_inputs.iter_mut().enumerate() {
@@ -96,6 +99,11 @@ pub fn order(net: &Propnet) -> Program {
         next,
         views,
         entry_gates: Default::default(),
+        opaque: OpaqueSlots {
+            names: net.opaque.clone(),
+            demand,
+            demand_gates: Vec::new(),
+        },
     };
     program.compute_entry_gates();
     program

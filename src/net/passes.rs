@@ -547,6 +547,7 @@ fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>)
         mut goals,
         terminal,
         views,
+        opaque,
         ..
     } = old;
     for b in &mut bases {
@@ -570,6 +571,9 @@ fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>)
             .into_iter()
             .filter_map(|(name, id)| map(id).map(|n| (name, n)))
             .collect(),
+        opaque,
+        // The demand is added after the passes (`add_demand`).
+        demand: Vec::new(),
     }
 }
 

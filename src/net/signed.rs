@@ -427,6 +427,7 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         mut inputs,
         goals,
         views,
+        opaque,
         ..
     } = old;
     for i in &mut inputs {
@@ -472,6 +473,9 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         goals,
         terminal,
         views,
+        opaque,
+        // The demand is added after the passes (`add_demand`).
+        demand: Vec::new(),
     }
 }
 

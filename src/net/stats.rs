@@ -37,6 +37,8 @@ pub struct NetStats {
     pub depth: usize,
     /// Facts stored as constants rather than bases.
     pub constant_facts: usize,
+    /// Opaque atoms still read by the net (propositions computed outside it).
+    pub opaque: usize,
 }
 
 impl NetStats {
@@ -56,6 +58,7 @@ impl NetStats {
             match node {
                 Node::Const(_) => s.constants += 1,
                 Node::Base(_) | Node::Input(_) => {}
+                Node::Opaque(_) => s.opaque += 1,
                 Node::And(ops) | Node::Or(ops) => {
                     if matches!(node, Node::And(_)) {
                         s.ands += 1;
@@ -91,7 +94,7 @@ impl NetStats {
 
     /// Propositions + gates + transitions, as described on the type.
     pub fn components(&self) -> usize {
-        let propositions = self.bases + self.inputs + self.legals + self.goals + 1;
+        let propositions = self.bases + self.inputs + self.opaque + self.legals + self.goals + 1;
         propositions + self.gates() + self.bases
     }
 }
@@ -113,6 +116,10 @@ impl fmt::Display for NetStats {
             self.edges,
             self.max_fan_in,
             self.depth
-        )
+        )?;
+        if self.opaque > 0 {
+            write!(f, ", {} opaque atoms", self.opaque)?;
+        }
+        Ok(())
     }
 }

@@ -188,6 +188,8 @@ fn value(net: &Propnet, id: NodeId, state: u32) -> bool {
         Node::Const(c) => *c,
         Node::Base(b) => state >> b & 1 == 1,
         Node::Input(i) => state >> (net.bases.len() + *i as usize) & 1 == 1,
+        // These nets have no opaque atoms.
+        Node::Opaque(_) => false,
         Node::And(ops) => ops.iter().all(|&o| value(net, o, state)),
         Node::Or(ops) => ops.iter().any(|&o| value(net, o, state)),
         Node::Not(x) => !value(net, *x, state),

@@ -229,6 +229,50 @@ impl Reference {
     }
 }
 
+impl Reference {
+    /// Whether the ground atom `atom` holds in the state whose `true` facts are `facts`, both
+    /// written in KIF. Moves are not given, so this is the value of a relation that depends on
+    /// the state alone: what an opaque atom of the grounder is (`doc/opaque.md`).
+    pub fn holds_in(&self, facts: &[&str], atom: &str) -> Result<bool, String> {
+        let (state, rel, args) = {
+            let mut inner = self.lock();
+            let mut ids = Vec::with_capacity(facts.len());
+            for f in facts {
+                let t = inner
+                    .interner
+                    .parse_intern(f, &self.symbols)
+                    .ok_or_else(|| format!("fact {f} is not a term of the game"))?;
+                ids.push(t);
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            let t = inner
+                .interner
+                .parse_intern(atom, &self.symbols)
+                .ok_or_else(|| format!("atom {atom} is not a term of the game"))?;
+            let key = (inner.interner.functor(t), inner.interner.args(t).len());
+            let rel = self
+                .program
+                .rel_key
+                .iter()
+                .position(|&k| k == key)
+                .ok_or_else(|| format!("atom {atom} names no relation of the game"))?;
+            (
+                ReferenceState(ids),
+                rel as program::RelId,
+                inner.interner.args(t).to_vec(),
+            )
+        };
+        Ok(!self.query(&state, None, rel, &args).is_empty())
+    }
+}
+
+impl crate::ground::OpaqueOracle for Reference {
+    fn holds(&self, facts: &[&str], atom: &str) -> Result<bool, String> {
+        self.holds_in(facts, atom)
+    }
+}
+
 impl Machine for Reference {
     type State = ReferenceState;
 

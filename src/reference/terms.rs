@@ -86,61 +86,79 @@ impl Interner {
     /// The id of a term written in KIF (`(cell 1 1 x)`, `noop`), if the term exists. Case and
     /// spacing do not matter.
     pub(crate) fn parse(&self, text: &str, symbols: &Symbols) -> Option<TermId> {
-        let mut tokens = Vec::new();
-        let mut word = String::new();
-        for c in text.chars() {
-            if c == '(' || c == ')' || c.is_whitespace() {
-                if !word.is_empty() {
-                    tokens.push(std::mem::take(&mut word));
-                }
-                if !c.is_whitespace() {
-                    tokens.push(c.to_string());
-                }
-            } else {
-                word.push(c.to_ascii_lowercase());
-            }
-        }
-        if !word.is_empty() {
-            tokens.push(word);
-        }
-        let mut pos = 0;
-        let t = self.parse_tokens(&tokens, &mut pos, symbols, 0)?;
-        (pos == tokens.len()).then_some(t)
+        let mut scratch = Vec::new();
+        parse_text(text, symbols, &mut |f, args| self.lookup(f, args, &mut scratch))
     }
 
-    fn parse_tokens(
-        &self,
-        tokens: &[String],
-        pos: &mut usize,
-        symbols: &Symbols,
-        depth: usize,
-    ) -> Option<TermId> {
-        if depth > crate::gdl::MAX_NESTING {
-            return None;
-        }
-        let tok = tokens.get(*pos)?;
-        *pos += 1;
+    /// The id of a term written in KIF, interned if it is new; `None` if the text is not a term
+    /// or names a symbol the game does not have.
+    pub(crate) fn parse_intern(&mut self, text: &str, symbols: &Symbols) -> Option<TermId> {
         let mut scratch = Vec::new();
-        if tok == "(" {
-            let name = tokens.get(*pos)?;
-            *pos += 1;
-            if tokens.get(*pos)? == ")" {
-                // `(f)` is the constant named with its parentheses (see the parser).
-                *pos += 1;
-                return self.lookup(symbols.get(&format!("({name})"))?, &[], &mut scratch);
+        parse_text(text, symbols, &mut |f, args| {
+            Some(self.intern(f, args, &mut scratch))
+        })
+    }
+}
+
+/// Reads a term written in KIF, making each sub-term with `make` (functor, argument ids).
+fn parse_text(
+    text: &str,
+    symbols: &Symbols,
+    make: &mut dyn FnMut(Symbol, &[TermId]) -> Option<TermId>,
+) -> Option<TermId> {
+    let mut tokens = Vec::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        if c == '(' || c == ')' || c.is_whitespace() {
+            if !word.is_empty() {
+                tokens.push(std::mem::take(&mut word));
             }
-            let functor = symbols.get(name)?;
-            let mut args = Vec::new();
-            while tokens.get(*pos)? != ")" {
-                args.push(self.parse_tokens(tokens, pos, symbols, depth + 1)?);
+            if !c.is_whitespace() {
+                tokens.push(c.to_string());
             }
-            *pos += 1;
-            self.lookup(functor, &args, &mut scratch)
-        } else if tok == ")" {
-            None
         } else {
-            self.lookup(symbols.get(tok)?, &[], &mut scratch)
+            word.push(c.to_ascii_lowercase());
         }
+    }
+    if !word.is_empty() {
+        tokens.push(word);
+    }
+    let mut pos = 0;
+    let t = parse_tokens(&tokens, &mut pos, symbols, 0, make)?;
+    (pos == tokens.len()).then_some(t)
+}
+
+fn parse_tokens(
+    tokens: &[String],
+    pos: &mut usize,
+    symbols: &Symbols,
+    depth: usize,
+    make: &mut dyn FnMut(Symbol, &[TermId]) -> Option<TermId>,
+) -> Option<TermId> {
+    if depth > crate::gdl::MAX_NESTING {
+        return None;
+    }
+    let tok = tokens.get(*pos)?;
+    *pos += 1;
+    if tok == "(" {
+        let name = tokens.get(*pos)?;
+        *pos += 1;
+        if tokens.get(*pos)? == ")" {
+            // `(f)` is the constant named with its parentheses (see the parser).
+            *pos += 1;
+            return make(symbols.get(&format!("({name})"))?, &[]);
+        }
+        let functor = symbols.get(name)?;
+        let mut args = Vec::new();
+        while tokens.get(*pos)? != ")" {
+            args.push(parse_tokens(tokens, pos, symbols, depth + 1, make)?);
+        }
+        *pos += 1;
+        make(functor, &args)
+    } else if tok == ")" {
+        None
+    } else {
+        make(symbols.get(tok)?, &[])
     }
 }
 

@@ -232,6 +232,7 @@ pub fn random_program(shape: &Shape, seed: u64) -> Program {
         next,
         views,
         entry_gates: Default::default(),
+        opaque: Default::default(),
     };
     program.compute_entry_gates();
     program

@@ -104,6 +104,7 @@ impl Builder {
             next: outputs.next,
             views: outputs.views.into_iter().map(|(_, l)| l).collect(),
             entry_gates: Default::default(),
+            opaque: Default::default(),
         };
         program.compute_entry_gates();
         program
