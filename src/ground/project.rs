@@ -85,27 +85,18 @@ pub(crate) fn drop_irrelevant_arguments(
         let mut changed = false;
         for conj in conjs.iter() {
             let free = eliminable(conj, &cand, &domain);
-            let drop = |cand: &mut Vec<Vec<Option<RelId>>>, rel: RelId, i: usize, changed: &mut bool| {
-                if cand[rel as usize][i].take().is_some() {
-                    *changed = true;
-                }
-            };
-            let head = &conj.head;
-            for i in 0..head.args.len() {
-                if cand[head.rel as usize][i].is_some()
-                    && !matches!(head.args[i], Pat::Var(x) if free[x as usize].is_some())
-                {
-                    drop(&mut cand, head.rel, i, &mut changed);
-                }
-            }
-            for item in &conj.body {
-                if let Item::Neg(a) = item {
-                    for i in 0..a.args.len() {
-                        if cand[a.rel as usize][i].is_some()
-                            && !matches!(a.args[i], Pat::Var(x) if free[x as usize].is_some())
-                        {
-                            drop(&mut cand, a.rel, i, &mut changed);
-                        }
+            // The head, and every negated literal (whose argument could not be checked against
+            // the domain), must have a droppable variable at each assumed position.
+            let negated = conj.body.iter().filter_map(|item| match item {
+                Item::Neg(a) => Some(a),
+                _ => None,
+            });
+            for a in std::iter::once(&conj.head).chain(negated) {
+                for (i, arg) in a.args.iter().enumerate() {
+                    let position = &mut cand[a.rel as usize][i];
+                    if position.is_some() && !matches!(arg, Pat::Var(x) if free[*x as usize].is_some()) {
+                        *position = None;
+                        changed = true;
                     }
                 }
             }
