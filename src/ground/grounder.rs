@@ -136,23 +136,20 @@ impl<'d> Grounder<'d> {
             terminal: rels.id(kw.terminal, 0),
         };
         let mut conjs = normalize::normalize(desc, &mut store, &mut rels)?;
+        let opaque = opaque_relations(desc, &options.opaque, &mut rels, &conjs)?;
         // GDL's relations keep their arguments: they are the game's interface; so do the
-        // opaque relations, which are named with their arity (a malformed name is reported
-        // below, by `opaque_relations`).
-        let named_opaque = options.opaque.iter().filter_map(|text| {
-            let (name, arity) = text.rsplit_once('/')?;
-            rels.get(desc.symbols.get(name)?, arity.parse().ok()?)
-        });
+        // opaque relations, whose atoms are asked by name.
         let keep: Vec<RelId> = [kw.base, kw.input]
             .iter()
             .flat_map(|&sym| [rels.get(sym, 1), rels.get(sym, 2)])
             .flatten()
-            .chain(named_opaque)
             .chain([
                 k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
             ])
             .collect();
-        project::drop_irrelevant_arguments(&mut conjs, &mut rels, |r| keep.contains(&r));
+        project::drop_irrelevant_arguments(&mut conjs, &mut rels, |r| {
+            keep.contains(&r) || opaque.get(r as usize).is_some_and(|&o| o)
+        });
 
         // The grounder's own rules: the state holds what `init` and `next` give, and a role
         // may play what is legal for it.
@@ -188,7 +185,6 @@ impl<'d> Grounder<'d> {
             2,
         );
         conjs.extend([from_init, from_next, from_legal]);
-        let opaque = opaque_relations(desc, &options.opaque, &mut rels, &conjs)?;
 
         // Roles in the order of the `role` facts.
         let mut role_terms = Vec::new();
