@@ -26,6 +26,11 @@
 //!
 //! A single state runs as lane 0 of the 64-lane code: the packed state is spread into the base
 //! slots and the outputs are packed again.
+//!
+//! A program with opaque atoms (`doc/opaque.md`) has slots that the generated code only reads.
+//! Before an entry that reads them, this wrapper fills them in Rust, exactly as the interpreter
+//! does and with its code: the demand gates, then the evaluator for each lane's demanded atoms.
+//! The generated code never calls back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
