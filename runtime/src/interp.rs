@@ -369,14 +369,26 @@ impl Interpreter {
 }
 
 /// Runs one compiled gate list on `values`.
-#[inline]
 fn run_code(code: &Code, values: &mut [u64]) {
-    run_code_at::<1>(code, values, 0);
+    {
+        let mut start = 0;
+        for step in &code.steps {
+            let end = step.end as usize;
+            let mut acc = !0u64;
+            for &lit in &code.operands[start..end] {
+                acc &= values[(lit >> 1) as usize] ^ neg_mask(lit);
+            }
+            values[step.out as usize] = acc ^ step.invert;
+            start = end;
+        }
+    }
 }
 
 /// Runs one compiled gate list on word `half` of a value array of `W` words per slot (slot `s`
-/// is `words[s * W .. (s + 1) * W]`); with `W = 1` that is [`run_code`].
-#[inline(always)]
+/// is `words[s * W .. (s + 1) * W]`), for the demand gates of the opaque fill at either width.
+/// With `W = 1` it computes what [`run_code`] does; the entries keep their own loop, which is
+/// the interpreter's hot path, so that games without opaque atoms run exactly the code they
+/// ran before the fill was shared.
 fn run_code_at<const W: usize>(code: &Code, words: &mut [u64], half: usize) {
     let mut start = 0;
     for step in &code.steps {
