@@ -9,6 +9,9 @@
 //! - the 128-lane code, its two halves holding different random lanes;
 //! - the lane API with a different state and joint move in every lane, at both widths;
 //! - the single-state [`Machine`] methods.
+//!
+//! Programs with opaque atoms (filled by the wrapper before the entries that read them) are
+//! compared the same way, and through seeded rollouts on every lane driver.
 
 mod common;
 
