@@ -489,7 +489,7 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
             },
             ..lower::Options::default()
         };
-        match lower::lower(std::sync::Arc::clone(&program), &options) {
+        match lower::lower_with(std::sync::Arc::clone(&program), c.opaque.clone(), &options) {
             Ok(l) => {
                 let s = &l.stats;
                 println!(

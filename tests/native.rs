@@ -9,18 +9,25 @@
 //! - the 128-lane code, its two halves holding different random lanes;
 //! - the lane API with a different state and joint move in every lane, at both widths;
 //! - the single-state [`Machine`] methods.
+//!
+//! Programs with opaque atoms (filled by the wrapper before the entries that read them) are
+//! compared the same way, and through seeded rollouts on every lane driver.
 
 mod common;
 
 use common::differential::{
     arrays_agree, lanes_agree, machines_agree, random_joint, random_mask, random_state,
 };
-use common::random_program::{random_program, Shape};
+use common::random_program::{random_program, with_opaque, HashedOpaque, Shape};
 use propjet::lower::{self, Backend, LowerError, Options, Regalloc};
 use propjet_runtime::{
-    Engine, Entry, Interpreter, Lit, Machine, Native, NativeError, PackedState, Program, Rng, Width,
+    lane_rollouts, machine_rollouts, Engine, Entry, GoalRule, Interpreter, LaneEngine, Lit, Machine,
+    MachineError, Native, NativeError, Opaque, PackedState, Plan, Program, Rng, RoleIdx, RolloutSource,
+    Stall, Width,
 };
 use proptest::prelude::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Options for tests: the verifier on, and the given chunk budget.
 fn options(chunk_cost: usize) -> Options {
@@ -425,4 +432,165 @@ fn an_invalid_program_is_refused_with_the_reason() {
         Err(LowerError::Invalid(e)) => assert!(e.to_string().contains("next"), "{e}"),
         other => panic!("expected Invalid, got {other:?}"),
     }
+}
+
+/// Random programs with opaque atoms (`common::random_program::with_opaque`, answered by a hash
+/// of the state): the native wrapper fills them as the interpreter does, through every path.
+/// Whole value arrays (random words in every slot, so the demand differs from lane to lane and
+/// between the halves of the 128-lane code), the lane API at both widths with a different
+/// state in every lane, the single-state `Machine` methods, and seeded rollouts on the lanes
+/// of both engines at 64 and 128 lanes (and on fewer lanes than the width).
+#[test]
+fn native_fills_opaque_atoms_like_the_interpreter_on_random_programs() {
+    let shapes = [
+        (Shape::sized(12, 60), 5, 1),
+        (Shape::sized(40, 300), 20, 2),
+        (Shape::sized(70, 400), 64, 3),
+        (Shape::sized(3, 8), 1, 4),
+    ];
+    for (shape, atoms, seed) in shapes {
+        let program = with_opaque(&random_program(&shape, seed), atoms, seed);
+        program
+            .validate()
+            .expect("the program with opaque atoms is valid");
+        assert_eq!(program.num_opaque(), atoms);
+        let evaluator = Arc::new(HashedOpaque::default());
+        let interp =
+            Interpreter::with_opaque(program.clone(), evaluator.clone()).expect("the interpreter takes it");
+        let native = lower::lower_with(program.clone(), Some(evaluator.clone()), &options(50))
+            .expect("lowers")
+            .native;
+        assert!(
+            Entry::ALL.iter().any(|&e| program.entry_reads_opaque(e)),
+            "seed {seed}: no entry reads an opaque atom"
+        );
+        let mut rng = Rng::new(seed);
+        let check = |r: Result<(), String>| {
+            if let Err(e) = r {
+                panic!("seed {seed}: {e}\nprogram: {program:?}");
+            }
+        };
+        check(arrays_agree(&program, &interp, &native, &mut rng));
+        let states: Vec<PackedState> = (0..128)
+            .map(|_| random_state(&mut rng, program.num_bases()))
+            .collect();
+        let inputs: Vec<Vec<u64>> = (0..128)
+            .map(|_| random_mask(&mut rng, program.num_inputs()))
+            .collect();
+        check(lanes_agree(&program, &interp, &native, &states, &inputs));
+        check(machines_agree(&program, &interp, &native, &states[..8], &mut rng));
+        assert!(
+            evaluator.asked.load(Ordering::Relaxed) > 0,
+            "seed {seed}: no opaque atom was asked for"
+        );
+        let plan = Plan {
+            starts: &states[..3],
+            seed,
+            max_depth: 30,
+            goals: GoalRule::HighestOrZero,
+            stall: Stall::End,
+        };
+        let run = |engine: LaneEngine<'_>, lanes: u32| {
+            lane_rollouts(engine, &plan, &RolloutSource::count(150), lanes, false)
+                .map(|(totals, _)| totals)
+                .map_err(|e| e.to_string())
+        };
+        let want = machine_rollouts(&interp, &plan, &RolloutSource::count(150)).map_err(|e| e.to_string());
+        for (name, got) in [
+            ("interpreter, 64 lanes", run(LaneEngine::Interp(&interp), 64)),
+            (
+                "native, 64 lanes",
+                run(LaneEngine::Native(&native, Width::X64), 64),
+            ),
+            (
+                "native, 128 lanes",
+                run(LaneEngine::Native(&native, Width::X128), 128),
+            ),
+            (
+                "native, 100 of 128 lanes",
+                run(LaneEngine::Native(&native, Width::X128), 100),
+            ),
+            (
+                "native, one state at a time",
+                machine_rollouts(&native, &plan, &RolloutSource::count(150)).map_err(|e| e.to_string()),
+            ),
+        ] {
+            assert_eq!(
+                got, want,
+                "seed {seed}: rollouts on {name} differ from the interpreter's"
+            );
+        }
+        // The engine for such a program is native code, not the interpreter.
+        let engine = lower::engine_with(Arc::new(program.clone()), Some(evaluator.clone()), &options(50))
+            .expect("an engine");
+        assert_eq!(engine.engine_name(), "native", "{:?}", engine.fallback_reason());
+        assert_eq!(engine.opaque_error(), None);
+        assert_eq!(native.opaque_error(), None);
+    }
+}
+
+/// A program with opaque atoms is refused without an evaluator, by the lowering and by the
+/// engine; an evaluator's error is a value of the lane calls, and a `Machine` call without an
+/// error value records it for the next `next_state`, as in the interpreter.
+#[test]
+fn opaque_atoms_need_an_evaluator_and_its_errors_are_values() {
+    let program = with_opaque(&random_program(&Shape::sized(12, 60), 5), 6, 5);
+    match lower::lower(program.clone(), &options(50)) {
+        Err(e @ LowerError::Opaque(6, _)) => assert!(e.to_string().contains("6 opaque atoms"), "{e}"),
+        other => panic!("expected Opaque, got {other:?}"),
+    }
+    assert!(
+        lower::engine_with(Arc::new(program.clone()), None, &options(50)).is_err(),
+        "an engine without an evaluator"
+    );
+    let entry = *Entry::ALL
+        .iter()
+        .find(|&&e| program.entry_reads_opaque(e))
+        .expect("an entry reads an opaque atom");
+    let failing = || -> Arc<dyn Opaque> {
+        Arc::new(HashedOpaque {
+            fail_after: Some(0),
+            ..HashedOpaque::default()
+        })
+    };
+    let interp = Interpreter::with_opaque(program.clone(), failing()).expect("valid");
+    let native = lower::lower_with(program.clone(), Some(failing()), &options(50))
+        .expect("lowers")
+        .native;
+    // Every lane's demand is true in some lane of random words, so the evaluator is asked.
+    let mut rng = Rng::new(9);
+    let mut values: Vec<u64> = (0..program.num_slots()).map(|_| rng.next_u64()).collect();
+    let want = interp.eval(entry, &mut values.clone()).map_err(|e| e.to_string());
+    let got = native.eval(entry, &mut values).map_err(|e| e.to_string());
+    assert!(got.is_err(), "the evaluator's error is lost: {got:?}");
+    assert_eq!(got, want);
+    let mut lanes = native.lanes(Width::X128).expect("128 lanes");
+    for word in lanes.words_mut() {
+        *word = rng.next_u64();
+    }
+    assert!(matches!(
+        native.eval_lanes(entry, &mut lanes),
+        Err(NativeError::Opaque(_))
+    ));
+    // The Machine methods: the first call that fills records the error, and next_state then
+    // reports it, on both engines alike.
+    let machines: [&dyn Machine<State = PackedState>; 2] = [&interp, &native];
+    let outcomes: Vec<String> = machines
+        .iter()
+        .map(|m| {
+            let state = PackedState::from_words(vec![!0; program.layout.bases.len().div_ceil(64)]);
+            for r in 0..m.roles().len() {
+                m.legal_moves(&state, RoleIdx(r as u32));
+            }
+            m.is_terminal(&state);
+            m.goal_values(&state, RoleIdx(0));
+            let joint = random_joint(&mut Rng::new(1), &program).expect("every role has moves");
+            match m.next_state_unchecked(&state, &joint) {
+                Err(MachineError::Opaque(e)) => e,
+                other => panic!("{}: expected the opaque error, got {other:?}", m.engine_name()),
+            }
+        })
+        .collect();
+    assert_eq!(outcomes[0], outcomes[1]);
+    assert_eq!(interp.opaque_error(), native.opaque_error());
 }

@@ -34,6 +34,15 @@ impl Engine {
         }
     }
 
+    /// The first error of the opaque evaluator met by a [`Machine`] call that has no error
+    /// value of its own (see [`Interpreter::opaque_error`] and [`Native::opaque_error`]).
+    pub fn opaque_error(&self) -> Option<crate::OpaqueError> {
+        match self {
+            Engine::Native(native) => native.opaque_error(),
+            Engine::Interp { interp, .. } => interp.opaque_error(),
+        }
+    }
+
     /// The native code, if this is native.
     pub fn as_native(&self) -> Option<&Native> {
         match self {

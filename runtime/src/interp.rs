@@ -113,14 +113,89 @@ pub struct Interpreter {
     scratch: Mutex<Scratch>,
 }
 
-/// What the interpreter needs to fill the opaque slots of a program (`doc/opaque.md` §6).
+/// What an executor needs to fill the opaque slots of a program (`doc/opaque.md` §6): the
+/// evaluator, the demand gates laid out as the interpreter runs them, and which entries read
+/// opaque slots. The interpreter and native code both fill through it, so they ask the
+/// evaluator the same questions and write the same bits.
 #[derive(Debug)]
-struct OpaqueFill {
+pub(crate) struct OpaqueFill {
     evaluator: Arc<dyn Opaque>,
     /// The gates of the demand literals.
     demand: Code,
     /// For each entry, whether it reads an opaque slot.
     reads: [bool; 5],
+}
+
+impl OpaqueFill {
+    /// The fill of `program`'s opaque slots by `evaluator`; `program` is valid.
+    pub(crate) fn new(program: &Program, evaluator: Arc<dyn Opaque>) -> OpaqueFill {
+        OpaqueFill {
+            evaluator,
+            demand: compile_gates(program, &program.opaque.demand_gates),
+            reads: Entry::ALL.map(|e| program.entry_reads_opaque(e)),
+        }
+    }
+
+    /// Whether `entry` reads opaque slots, so that they must be filled before it runs.
+    #[inline]
+    pub(crate) fn reads(&self, entry: Entry) -> bool {
+        self.reads[entry.index()]
+    }
+
+    /// Fills the opaque slots of the lanes set in `lanes` in a value array of `W` words per
+    /// slot (slot `s` is `words[s * W .. (s + 1) * W]`, lane `k` bit `k % 64` of word `k / 64`):
+    /// runs the demand gates on every word, then asks the evaluator, once per distinct state
+    /// and demand among those lanes, for the demanded atoms. Undemanded atoms, and every atom of
+    /// the other lanes, are 0. On an error the remaining atoms stay 0 and the error is returned.
+    /// `words` holds at least `num_slots * W` words of `program`, the program this was made for.
+    pub(crate) fn fill<const W: usize>(
+        &self,
+        program: &Program,
+        words: &mut [u64],
+        lanes: [u64; W],
+    ) -> Result<(), OpaqueError> {
+        for half in 0..W {
+            run_code_at::<W>(&self.demand, words, half);
+        }
+        let p = program;
+        let first = p.first_opaque_slot();
+        words[first * W..p.first_gate_slot() * W].fill(0);
+        let demand: Vec<[u64; W]> = p
+            .opaque
+            .demand
+            .iter()
+            .map(|&l| std::array::from_fn(|half| words[l.slot() as usize * W + half] ^ neg_mask(l.0)))
+            .collect();
+        let bases = p.num_bases();
+        // Lanes in equal states with equal demand share one evaluation (rollouts start together).
+        let mut seen: HashMap<(Vec<u64>, Vec<u32>), Vec<bool>> = HashMap::new();
+        for half in 0..W {
+            let any = demand.iter().fold(0, |a, d| a | d[half]) & lanes[half];
+            for lane in (0..64).filter(|&l| any >> l & 1 == 1) {
+                let wanted: Vec<u32> = (0..demand.len() as u32)
+                    .filter(|&i| demand[i as usize][half] >> lane & 1 == 1)
+                    .collect();
+                let mut state = vec![0u64; Layout::words(bases)];
+                for i in 0..bases {
+                    state[i / 64] |= (words[(2 + i) * W + half] >> lane & 1) << (i % 64);
+                }
+                let key = (state, wanted);
+                let answers = match seen.get(&key) {
+                    Some(a) => a.clone(),
+                    None => {
+                        let mut out = vec![false; key.1.len()];
+                        self.evaluator.eval(&key.0, &key.1, &mut out)?;
+                        seen.insert(key.clone(), out.clone());
+                        out
+                    }
+                };
+                for (&i, &on) in key.1.iter().zip(&answers) {
+                    words[(first + i as usize) * W + half] |= u64::from(on) << lane;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Interpreter {
@@ -147,11 +222,7 @@ impl Interpreter {
                     atoms: program.num_opaque(),
                 })
             }
-            Some(evaluator) => Some(OpaqueFill {
-                evaluator,
-                demand: compile_gates(&program, &program.opaque.demand_gates),
-                reads: Entry::ALL.map(|e| program.entry_reads_opaque(e)),
-            }),
+            Some(evaluator) => Some(OpaqueFill::new(&program, evaluator)),
         };
         let code = Entry::ALL.map(|entry| compile_entry(&program, entry));
         let layout = &program.layout;
@@ -280,55 +351,12 @@ impl Interpreter {
         values[Program::TRUE_SLOT as usize] = !0;
         let mut filled = Ok(());
         if let Some(fill) = &self.opaque {
-            if fill.reads[entry.index()] {
-                filled = self.fill(fill, values, lanes);
+            if fill.reads(entry) {
+                filled = fill.fill::<1>(&self.program, values, [lanes]);
             }
         }
         run_code(&self.code[entry.index()], values);
         filled
-    }
-
-    /// Fills the opaque slots of the lanes in `lanes`: runs the demand gates, then asks the
-    /// evaluator, once per distinct state among those lanes, for the demanded atoms. Undemanded
-    /// atoms are 0. On an error the remaining atoms stay 0 and the error is returned.
-    fn fill(&self, fill: &OpaqueFill, values: &mut [u64], lanes: u64) -> Result<(), OpaqueError> {
-        run_code(&fill.demand, values);
-        let p = &self.program;
-        let first = p.first_opaque_slot();
-        values[first..p.first_gate_slot()].fill(0);
-        let demand: Vec<u64> = p
-            .opaque
-            .demand
-            .iter()
-            .map(|&l| values[l.slot() as usize] ^ neg_mask(l.0))
-            .collect();
-        let any = demand.iter().fold(0, |a, &d| a | d) & lanes;
-        let bases = p.num_bases();
-        // Lanes in equal states with equal demand share one evaluation (rollouts start together).
-        let mut seen: HashMap<(Vec<u64>, Vec<u32>), Vec<bool>> = HashMap::new();
-        for lane in (0..64).filter(|&l| any >> l & 1 == 1) {
-            let wanted: Vec<u32> = (0..demand.len() as u32)
-                .filter(|&i| demand[i as usize] >> lane & 1 == 1)
-                .collect();
-            let mut state = vec![0u64; Layout::words(bases)];
-            for (i, v) in values[2..2 + bases].iter().enumerate() {
-                state[i / 64] |= (v >> lane & 1) << (i % 64);
-            }
-            let key = (state, wanted);
-            let answers = match seen.get(&key) {
-                Some(a) => a.clone(),
-                None => {
-                    let mut out = vec![false; key.1.len()];
-                    fill.evaluator.eval(&key.0, &key.1, &mut out)?;
-                    seen.insert(key.clone(), out.clone());
-                    out
-                }
-            };
-            for (&i, &on) in key.1.iter().zip(&answers) {
-                values[first + i as usize] |= u64::from(on) << lane;
-            }
-        }
-        Ok(())
     }
 
     /// Records the first opaque error of a [`Machine`] call.
@@ -353,6 +381,24 @@ fn run_code(code: &Code, values: &mut [u64]) {
             values[step.out as usize] = acc ^ step.invert;
             start = end;
         }
+    }
+}
+
+/// Runs one compiled gate list on word `half` of a value array of `W` words per slot (slot `s`
+/// is `words[s * W .. (s + 1) * W]`), for the demand gates of the opaque fill at either width.
+/// With `W = 1` it computes what [`run_code`] does; the entries keep their own loop, which is
+/// the interpreter's hot path, so that games without opaque atoms run exactly the code they
+/// ran before the fill was shared.
+fn run_code_at<const W: usize>(code: &Code, words: &mut [u64], half: usize) {
+    let mut start = 0;
+    for step in &code.steps {
+        let end = step.end as usize;
+        let mut acc = !0u64;
+        for &lit in &code.operands[start..end] {
+            acc &= words[(lit >> 1) as usize * W + half] ^ neg_mask(lit);
+        }
+        words[step.out as usize * W + half] = acc ^ step.invert;
+        start = end;
     }
 }
 

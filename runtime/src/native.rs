@@ -26,6 +26,11 @@
 //!
 //! A single state runs as lane 0 of the 64-lane code: the packed state is spread into the base
 //! slots and the outputs are packed again.
+//!
+//! A program with opaque atoms (`doc/opaque.md`) has slots that the generated code only reads.
+//! Before an entry that reads them, this wrapper fills them in Rust, exactly as the interpreter
+//! does and with its code: the demand gates, then the evaluator for each lane's demanded atoms.
+//! The generated code never calls back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,7 +39,8 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
 
-use crate::interp::{neg_mask, normalize_kif, pack_bits};
+use crate::interp::{neg_mask, normalize_kif, pack_bits, OpaqueFill};
+use crate::opaque::{Opaque, OpaqueError};
 use crate::program::{Entry, Lit, Program, ProgramError};
 use crate::state::PackedState;
 use crate::{FactIdx, Layout, Machine, MachineError, MoveIdx, RoleIdx};
@@ -137,6 +143,10 @@ pub enum NativeError {
         /// The words given.
         got: usize,
     },
+    /// The evaluator of the opaque atoms failed while filling them before the entry ran
+    /// (the entry ran all the same, with the atoms not yet answered read as 0).
+    #[error("{0}")]
+    Opaque(#[from] OpaqueError),
     /// A slot beyond the value array.
     #[error("slot {slot} does not exist; the program has {slots} slots")]
     SlotOutOfRange {
@@ -149,6 +159,15 @@ pub enum NativeError {
 
 /// A generated function: see the module documentation for what it may assume and do.
 type ChunkFn = unsafe extern "C" fn(*mut u64);
+
+/// 128-bit lane values as words: value `s` is words `2 * s` and `2 * s + 1`.
+fn wide_words_mut(v: &mut [Wide]) -> &mut [u64] {
+    // SAFETY: `Wide` is `repr(C)` around `[u64; 2]`, 16 bytes with no padding, so the `Wide`s are
+    // exactly `2 * len` contiguous, initialized `u64`s, and a 16-byte aligned pointer is aligned
+    // for `u64`; any bit pattern is a valid `Wide`. The mutable borrow of `v` makes this slice the
+    // only access to those bytes while it lives.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u64>(), v.len() * 2) }
+}
 
 /// One 128-bit lane value. The alignment makes every `Vec<Wide>` 16-byte aligned, which the
 /// vector loads of the 128-lane code may require.
@@ -235,12 +254,7 @@ impl Lanes {
     pub fn words_mut(&mut self) -> &mut [u64] {
         match &mut self.store {
             Store::X64(v) => v,
-            Store::X128(v) => {
-                // SAFETY: as in `words`: the `Wide`s are exactly `2 * len` contiguous `u64`s with no
-                // padding, suitably aligned, and any bit pattern is a valid `Wide`; the mutable
-                // borrow of `self` makes this slice the only access while it lives.
-                unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u64>(), v.len() * 2) }
-            }
+            Store::X128(v) => wide_words_mut(v),
         }
     }
 
@@ -307,6 +321,13 @@ pub struct Native {
     program: Arc<Program>,
     code: [EntryCode; 5],
     has_x128: bool,
+    /// The opaque atoms' evaluator and demand, for a program that has opaque atoms: the
+    /// generated code only reads their slots, and this wrapper fills them before an entry that
+    /// reads them runs (`doc/opaque.md` §6).
+    opaque: Option<OpaqueFill>,
+    /// The first error of the opaque evaluator in a [`Machine`] call, which has no error
+    /// value of its own; later calls that can fail report it.
+    opaque_error: Mutex<Option<OpaqueError>>,
     /// For each role, its moves by normalized action text.
     moves: Vec<HashMap<String, MoveIdx>>,
     scratch: Mutex<Scratch>,
@@ -343,7 +364,10 @@ impl Drop for Native {
 
 impl Native {
     /// Takes ownership of a finalized module whose functions compute `program`, and casts its
-    /// functions to typed pointers, the only place where that happens.
+    /// functions to typed pointers, the only place where that happens. A program with opaque
+    /// atoms needs `opaque`, their evaluator (the code reads their slots, and the wrapper fills
+    /// them); without one it is refused, as [`Interpreter::new`](crate::Interpreter::new) refuses
+    /// it. For a program without opaque atoms `opaque` is not used.
     ///
     /// # Safety
     ///
@@ -361,6 +385,7 @@ impl Native {
     /// differential tests check it against the interpreter.
     pub unsafe fn from_jit(
         program: impl Into<Arc<Program>>,
+        opaque: Option<Arc<dyn Opaque>>,
         module: JITModule,
         chunks: [EntryChunks; 5],
     ) -> Result<Native, NativeError> {
@@ -368,8 +393,9 @@ impl Native {
         let has_x128 = chunks[0].x128.is_some();
         let refusal = match program.validate() {
             Err(e) => Some(NativeError::Program(e)),
-            // The generated code does not fill opaque slots, and this wrapper does not yet either.
-            Ok(()) if program.num_opaque() > 0 => {
+            // The generated code only reads the opaque slots; without an evaluator nothing
+            // could fill them.
+            Ok(()) if program.num_opaque() > 0 && opaque.is_none() => {
                 Some(NativeError::Program(ProgramError::NoOpaqueEvaluator {
                     atoms: program.num_opaque(),
                 }))
@@ -408,11 +434,17 @@ impl Native {
                 .or_insert(MoveIdx::from_index(i));
         }
         let scratch = Mutex::new(Scratch::new(program.num_slots()));
+        let opaque = match opaque {
+            Some(evaluator) if program.num_opaque() > 0 => Some(OpaqueFill::new(&program, evaluator)),
+            _ => None,
+        };
         Ok(Native {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             program,
             code,
             has_x128,
+            opaque,
+            opaque_error: Mutex::new(None),
             moves,
             scratch,
             module: Mutex::new(Some(Box::new(module))),
@@ -464,7 +496,18 @@ impl Native {
     /// slots of other entries left as they were. The slots of the entry's gates that are not
     /// its outputs are left unspecified (the interpreter writes them; native code may keep
     /// such values in registers instead).
+    ///
+    /// If the entry reads opaque slots, they are filled first for all 64 lanes, exactly as the
+    /// interpreter fills them (the demand gates' slots and the opaque slots are written); an
+    /// error of the evaluator is returned after the entry ran with the unanswered atoms 0.
     pub fn eval(&self, entry: Entry, values: &mut [u64]) -> Result<(), NativeError> {
+        self.eval_active(entry, values, !0)
+    }
+
+    /// As [`Native::eval`], filling opaque slots only for the lanes set in `active` (the
+    /// others read their opaque atoms as 0, so their outputs of entries that read them are
+    /// meaningless), as [`Interpreter::eval_lanes`](crate::Interpreter::eval_lanes) does.
+    pub fn eval_active(&self, entry: Entry, values: &mut [u64], active: u64) -> Result<(), NativeError> {
         let needed = self.program.num_slots();
         if values.len() < needed {
             return Err(NativeError::ValuesTooShort {
@@ -474,12 +517,40 @@ impl Native {
         }
         values[Program::FALSE_SLOT as usize] = 0;
         values[Program::TRUE_SLOT as usize] = !0;
+        let filled = self.fill::<1>(entry, values, [active]);
         self.call(entry, Width::X64, values.as_mut_ptr());
-        Ok(())
+        Ok(filled?)
     }
 
-    /// Runs `entry` on a batch of lanes of this game.
+    /// Fills the opaque slots of the lanes in `active` before `entry` runs, if it reads them;
+    /// `words` holds the program's slots at `W` words each, constants set.
+    #[inline]
+    fn fill<const W: usize>(
+        &self,
+        entry: Entry,
+        words: &mut [u64],
+        active: [u64; W],
+    ) -> Result<(), OpaqueError> {
+        match &self.opaque {
+            Some(fill) if fill.reads(entry) => fill.fill::<W>(&self.program, words, active),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs `entry` on a batch of lanes of this game, filling the opaque slots of every lane
+    /// first if the entry reads them (see [`Native::eval`]).
     pub fn eval_lanes(&self, entry: Entry, lanes: &mut Lanes) -> Result<(), NativeError> {
+        self.eval_lanes_active(entry, lanes, !0)
+    }
+
+    /// As [`Native::eval_lanes`], filling opaque slots only for the lanes set in `active`
+    /// (lane `k` is bit `k`; bits beyond the width are ignored).
+    pub fn eval_lanes_active(
+        &self,
+        entry: Entry,
+        lanes: &mut Lanes,
+        active: u128,
+    ) -> Result<(), NativeError> {
         self.check_owner(lanes)?;
         let needed = self.program.num_slots();
         if lanes.num_slots() < needed {
@@ -489,7 +560,7 @@ impl Native {
             });
         }
         match &mut lanes.store {
-            Store::X64(values) => self.eval(entry, values),
+            Store::X64(values) => self.eval_active(entry, values, active as u64),
             Store::X128(values) => {
                 if !self.has_x128 {
                     return Err(NativeError::WidthUnavailable(Width::X128));
@@ -501,8 +572,10 @@ impl Native {
                 }
                 values[Program::FALSE_SLOT as usize] = Wide([0, 0]);
                 values[Program::TRUE_SLOT as usize] = Wide([!0, !0]);
+                let active = [active as u64, (active >> 64) as u64];
+                let filled = self.fill::<2>(entry, wide_words_mut(values), active);
                 self.call(entry, Width::X128, values.as_mut_ptr().cast::<u64>());
-                Ok(())
+                Ok(filled?)
             }
         }
     }
@@ -615,7 +688,27 @@ impl Native {
         }
         values[Program::FALSE_SLOT as usize] = 0;
         values[Program::TRUE_SLOT as usize] = !0;
+        let filled = self.fill::<1>(entry, values, [1]);
+        self.note(filled);
         self.call(entry, Width::X64, values.as_mut_ptr());
+    }
+
+    /// The first error of the opaque evaluator met by a [`Machine`] call, if any. Such a call
+    /// (`legal_moves`, say) has no error value, so it answers as if the failed atoms were false
+    /// and records the error here; `next_state` then refuses with it, as the interpreter does.
+    pub fn opaque_error(&self) -> Option<OpaqueError> {
+        self.opaque_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records the first opaque error of a [`Machine`] call.
+    fn note(&self, result: Result<(), OpaqueError>) {
+        if let Err(e) = result {
+            let mut slot = self.opaque_error.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert(e);
+        }
     }
 
     fn role_name(&self, r: usize) -> String {
@@ -727,6 +820,9 @@ impl Machine for Native {
                     mv: *mv,
                 });
             }
+        }
+        if let Some(e) = self.opaque_error() {
+            return Err(MachineError::Opaque(e.to_string()));
         }
         Ok(self.with_scratch(|s| {
             let first_input = self.program.first_input_slot();

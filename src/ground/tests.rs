@@ -627,7 +627,7 @@ fn program_of(g: &Grounded, optimize: bool) -> propjet_runtime::Program {
 }
 
 #[test]
-fn the_interpreter_fills_opaque_atoms_like_the_full_grounding() {
+fn the_interpreter_and_native_code_fill_opaque_atoms_like_the_full_grounding() {
     let desc = parse(CUT);
     let reference = Reference::new(&desc).expect("the reference takes the game");
     let g = ground_opaque(CUT, &["reach/2"]).expect("the game grounds with reach/2 opaque");
@@ -640,24 +640,45 @@ fn the_interpreter_fills_opaque_atoms_like_the_full_grounding() {
     );
     let full = propjet_runtime::Interpreter::new(full).expect("the full program is valid");
     let mut interps = Vec::new();
+    let mut natives = Vec::new();
     for optimize in [false, true] {
         let program = program_of(&g, optimize);
         assert_eq!(program.num_opaque(), 4, "the four calls are opaque slots");
         // Without an evaluator the program is refused.
         assert!(propjet_runtime::Interpreter::new(program.clone()).is_err());
-        let evaluator = crate::opaque::TopDown::new(&desc, &program).expect("the evaluator takes the game");
+        assert!(crate::lower::lower(program.clone(), &crate::lower::Options::default()).is_err());
+        let evaluator: std::sync::Arc<dyn propjet_runtime::Opaque> = std::sync::Arc::new(
+            crate::opaque::TopDown::new(&desc, &program).expect("the evaluator takes the game"),
+        );
+        // Native code reads the opaque slots and its wrapper fills them, with the same
+        // evaluator type but its own instance, so no answer is shared with the interpreter.
+        let own: std::sync::Arc<dyn propjet_runtime::Opaque> = std::sync::Arc::new(
+            crate::opaque::TopDown::new(&desc, &program).expect("the evaluator takes the game"),
+        );
+        let options = crate::lower::Options {
+            verifier: true,
+            ..crate::lower::Options::default()
+        };
+        let engine = crate::lower::engine_with(std::sync::Arc::new(program.clone()), Some(own), &options)
+            .expect("an engine");
+        assert!(engine.as_native().is_some(), "{:?}", engine.fallback_reason());
+        natives.push(engine);
         interps.push(
-            propjet_runtime::Interpreter::with_opaque(program, std::sync::Arc::new(evaluator))
+            propjet_runtime::Interpreter::with_opaque(program, evaluator)
                 .expect("the interpreter takes the program"),
         );
     }
     let mut engines: Vec<Box<dyn Cursor + '_>> = vec![compare::cursor(&reference), compare::cursor(&full)];
     engines.extend(interps.iter().map(|i| compare::cursor(i)));
+    engines.extend(natives.iter().map(|n| compare::cursor(n)));
     let report = compare::lockstep(&mut engines, 20, 7, 200).expect("the playouts run");
     assert!(report.is_clean(), "the opaque program disagrees: {report}");
     assert!(report.states > 20, "too few states compared: {report}");
     for i in &interps {
         assert_eq!(i.opaque_error(), None);
+    }
+    for n in &natives {
+        assert_eq!(n.opaque_error(), None);
     }
 }
 

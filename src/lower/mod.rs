@@ -179,10 +179,10 @@ pub enum LowerError {
         /// The limit.
         limit: usize,
     },
-    /// The program has opaque atoms, which native code does not fill yet (`doc/opaque.md` §6):
-    /// such a program runs on the interpreter.
-    #[error("native code does not fill opaque atoms yet; the program has {0}")]
-    Opaque(usize),
+    /// The program has opaque atoms but no evaluator was given for them ([`lower_with`]), or
+    /// the code is asked for where nothing fills them (the object path, `doc/opaque.md` §6).
+    #[error("the program has {0} opaque atoms, which native code reads but cannot compute: {1}")]
+    Opaque(usize, &'static str),
     /// The program does not validate: a bug of whatever built it.
     #[error("invalid program: {0}")]
     Invalid(#[from] ProgramError),
@@ -231,13 +231,28 @@ pub struct Lowered {
     pub stats: LowerStats,
 }
 
-/// Lowers `program` to native code for the host.
+/// Lowers `program` to native code for the host. A program with opaque atoms needs their
+/// evaluator: see [`lower_with`].
 pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowered, LowerError> {
+    lower_with(program, None, options)
+}
+
+/// Lowers `program` to native code for the host, with `opaque` computing its opaque atoms if it
+/// has any (`doc/opaque.md` §6). The opaque slots are leaves of the generated code, read like
+/// inputs; the runtime's wrapper fills them before each entry that reads them.
+pub fn lower_with(
+    program: impl Into<Arc<Program>>,
+    opaque: Option<Arc<dyn Opaque>>,
+    options: &Options,
+) -> Result<Lowered, LowerError> {
     let start = Instant::now();
     let program: Arc<Program> = program.into();
     program.validate()?;
-    if program.num_opaque() > 0 {
-        return Err(LowerError::Opaque(program.num_opaque()));
+    if program.num_opaque() > 0 && opaque.is_none() {
+        return Err(LowerError::Opaque(
+            program.num_opaque(),
+            "no evaluator was given for them (use lower_with)",
+        ));
     }
     if program.num_gates() > options.max_gates {
         return Err(LowerError::TooLarge {
@@ -318,7 +333,7 @@ pub fn lower(program: impl Into<Arc<Program>>, options: &Options) -> Result<Lowe
     // and a final `ret`. Loads and stores claim (or, for SSE2 memory operands, need)
     // alignment to the lane width, which `u64` arrays have and which the runtime checks for
     // 128-bit lanes.
-    let native = unsafe { Native::from_jit(program, module, chunks) }?;
+    let native = unsafe { Native::from_jit(program, opaque, module, chunks) }?;
     Ok(Lowered {
         native,
         stats: LowerStats {
@@ -334,9 +349,9 @@ pub fn engine(program: impl Into<Arc<Program>>, options: &Options) -> Result<Eng
     engine_with(program.into(), None, options)
 }
 
-/// As [`engine`], for a program whose opaque atoms (if any) `opaque` computes. Native code does
-/// not fill opaque atoms yet, so a program that has some runs on the interpreter, and the
-/// engine's fallback reason says so.
+/// As [`engine`], for a program whose opaque atoms (if any) `opaque` computes: native code
+/// reads them and its wrapper fills them, as the interpreter does. A program with opaque atoms
+/// and no evaluator is refused (an error, not a fallback: no engine can run it).
 pub fn engine_with(
     program: Arc<Program>,
     opaque: Option<Arc<dyn Opaque>>,
@@ -346,17 +361,14 @@ pub fn engine_with(
         Some(o) => Interpreter::with_opaque(program, Arc::clone(o)),
         None => Interpreter::new(program),
     };
-    match lower(Arc::clone(&program), options) {
+    match lower_with(Arc::clone(&program), opaque.clone(), options) {
         Ok(lowered) => Ok(Engine::Native(lowered.native)),
-        Err(
-            e @ (LowerError::UnsupportedHost(_)
-            | LowerError::TooLarge { .. }
-            | LowerError::Memory(_)
-            | LowerError::Opaque(_)),
-        ) => Ok(Engine::Interp {
-            interp: interp(program)?,
-            reason: e.to_string(),
-        }),
+        Err(e @ (LowerError::UnsupportedHost(_) | LowerError::TooLarge { .. } | LowerError::Memory(_))) => {
+            Ok(Engine::Interp {
+                interp: interp(program)?,
+                reason: e.to_string(),
+            })
+        }
         Err(e) => Err(e),
     }
 }

@@ -118,9 +118,14 @@ pub enum ObjectError {
 pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Object, ObjectError> {
     let start = Instant::now();
     program.validate().map_err(LowerError::from)?;
-    // An object has no way to fill opaque slots yet (`doc/opaque.md` §6).
+    // The object's functions would read the opaque slots, but its harness has no evaluator to
+    // fill them and no demand function to ask (`doc/opaque.md` §6).
     if program.num_opaque() > 0 {
-        return Err(LowerError::Opaque(program.num_opaque()).into());
+        return Err(LowerError::Opaque(
+            program.num_opaque(),
+            "an object file has no evaluator to fill them",
+        )
+        .into());
     }
     if program.num_gates() > options.max_gates {
         return Err(LowerError::TooLarge {

@@ -237,3 +237,133 @@ pub fn random_program(shape: &Shape, seed: u64) -> Program {
     program.compute_entry_gates();
     program
 }
+
+/// `program` (which has no opaque atoms) with `atoms` opaque atoms added, the same for the same
+/// seed: the opaque slots are inserted after the inputs (every gate slot moves up by `atoms`),
+/// about a quarter of the gates' operands are replaced by random opaque literals, and each
+/// atom's demand is a random literal over the state alone (a constant, a base, or a gate that
+/// reads neither an input nor an opaque slot), so that some atoms are demanded in some lanes
+/// only. With [`HashedOpaque`] as evaluator it exercises the fill of every executor cheaply.
+#[allow(dead_code)]
+pub fn with_opaque(program: &Program, atoms: usize, seed: u64) -> Program {
+    let mut rng = Rng::new(seed);
+    let mut p = program.clone();
+    let first_gate = program.first_gate_slot() as u32;
+    let first_opaque = program.first_opaque_slot() as u32;
+    let shift = |lit: Lit| {
+        if lit.slot() >= first_gate {
+            let moved = Lit::pos(lit.slot() + atoms as u32);
+            if lit.is_negated() {
+                moved.negate()
+            } else {
+                moved
+            }
+        } else {
+            lit
+        }
+    };
+    for lit in p
+        .operands
+        .iter_mut()
+        .chain(&mut p.legal)
+        .chain(&mut p.goals)
+        .chain(std::iter::once(&mut p.terminal))
+        .chain(&mut p.next)
+        .chain(&mut p.views)
+    {
+        *lit = shift(*lit);
+    }
+    if atoms > 0 {
+        for lit in p.operands.iter_mut() {
+            if rng.below(4) == 0 {
+                let slot = first_opaque + rng.below(atoms as u32);
+                *lit = if rng.below(3) == 0 {
+                    Lit::neg(slot)
+                } else {
+                    Lit::pos(slot)
+                };
+            }
+        }
+    }
+    // The gates that read the state alone, through any chain: candidates for the demand.
+    let new_first_gate = first_gate + atoms as u32;
+    let mut pure = vec![false; p.gates.len()];
+    for g in 0..p.gates.len() {
+        let gate = p.gates[g];
+        let ops = &p.operands[gate.start as usize..(gate.start + gate.len) as usize];
+        pure[g] = ops.iter().all(|l| {
+            let s = l.slot();
+            if s >= new_first_gate {
+                pure[(s - new_first_gate) as usize]
+            } else {
+                (s as usize) < 2 + p.num_bases()
+            }
+        });
+    }
+    let pure_gates: Vec<u32> = (0..p.gates.len() as u32).filter(|&g| pure[g as usize]).collect();
+    p.opaque.names = (0..atoms).map(|i| format!("(opaque {i})")).collect();
+    p.opaque.demand = (0..atoms)
+        .map(|_| {
+            let slot = match rng.below(4) {
+                0 => Program::TRUE_SLOT,
+                1 if !pure_gates.is_empty() => {
+                    new_first_gate + pure_gates[rng.below(pure_gates.len() as u32) as usize]
+                }
+                _ if p.num_bases() > 0 => 2 + rng.below(p.num_bases() as u32),
+                _ => Program::TRUE_SLOT,
+            };
+            if rng.below(3) == 0 {
+                Lit::neg(slot)
+            } else {
+                Lit::pos(slot)
+            }
+        })
+        .collect();
+    p.compute_entry_gates();
+    p
+}
+
+/// A deterministic evaluator of opaque atoms for random programs: atom `i` holds in a state
+/// when a hash of the state's words and `i` is odd. It counts the atoms it is asked, and fails
+/// on every call once `fail_after` atoms were asked, if set, to test the error paths.
+#[allow(dead_code)]
+#[derive(Debug, Default)]
+pub struct HashedOpaque {
+    pub asked: std::sync::atomic::AtomicU64,
+    pub fail_after: Option<u64>,
+}
+
+impl propjet_runtime::Opaque for HashedOpaque {
+    fn eval(
+        &self,
+        bases: &[u64],
+        wanted: &[u32],
+        out: &mut [bool],
+    ) -> Result<(), propjet_runtime::OpaqueError> {
+        use std::sync::atomic::Ordering;
+        let before = self.asked.fetch_add(wanted.len() as u64, Ordering::Relaxed);
+        if let (Some(limit), Some(&first)) = (self.fail_after, wanted.first()) {
+            if before + wanted.len() as u64 > limit {
+                return Err(propjet_runtime::OpaqueError {
+                    atom: format!("(opaque {first})"),
+                    reason: "the test evaluator fails on purpose".to_string(),
+                });
+            }
+        }
+        let mut h = 0x243F_6A88_85A3_08D3u64;
+        for &w in bases {
+            h = mix(h ^ w);
+        }
+        for (o, &i) in out.iter_mut().zip(wanted) {
+            *o = mix(h ^ u64::from(i)) & 1 == 1;
+        }
+        Ok(())
+    }
+}
+
+/// A 64-bit finalizer (the multiply-xorshift steps of a common hash), for [`HashedOpaque`].
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
