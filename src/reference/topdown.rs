@@ -16,6 +16,7 @@ use super::eval::{Db, Relation};
 use super::program::{CompiledRule, Filter, Lit, Pat, Program, RelId};
 use super::terms::{Interner, TermId};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 const UNBOUND: TermId = TermId::MAX;
 /// The estimate of a call that should wait for more bindings (see `estimate`): above any real one.
@@ -29,10 +30,15 @@ struct Table {
     frame: usize,
 }
 
+/// A call's key on the stack: its relation, then its arguments (UNBOUND where free).
+type Probe = SmallVec<[TermId; 12]>;
+
 /// The tables of one layer: for a state (layer 1) or a joint move (layer 2).
 #[derive(Default)]
 pub(crate) struct Tables {
-    map: FxHashMap<(RelId, Box<[TermId]>), u32>,
+    /// A call (its relation, then its key) → its table; looked up by slice, so a call that was
+    /// already made allocates nothing.
+    map: FxHashMap<Box<[TermId]>, u32>,
     list: Vec<Table>,
 }
 
@@ -70,14 +76,20 @@ pub(crate) struct TopDown<'a> {
     comp: Vec<Frame>,
     added: u64,
     scratch: Vec<u32>,
+    /// Bindings of finished rule evaluations, kept to be reused (one evaluation is a handful of
+    /// vectors, and a state makes hundreds of thousands of them).
+    spare: Vec<Bindings>,
 }
 
 /// The bindings of one rule evaluation.
+#[derive(Default)]
 struct Bindings {
     binds: Vec<TermId>,
     trail: Vec<u32>,
     done: Vec<bool>,
     filter_done: Vec<bool>,
+    /// The filters applied so far, in order, so that a step back unapplies its own.
+    applied: Vec<usize>,
 }
 
 impl<'a> TopDown<'a> {
@@ -104,6 +116,7 @@ impl<'a> TopDown<'a> {
             comp: Vec::new(),
             added: 0,
             scratch: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -116,7 +129,7 @@ impl<'a> TopDown<'a> {
                 .map(|t| t.to_vec())
                 .collect();
         }
-        let t = self.call(rel, key.into(), None);
+        let t = self.call(rel, key, None);
         let answers = &self.table(t).answers;
         (0..answers.len()).map(|i| answers.tuple(i).to_vec()).collect()
     }
@@ -162,9 +175,12 @@ impl<'a> TopDown<'a> {
     /// Solves the call `rel(key)` (UNBOUND marks a free argument) and returns its table. When the
     /// call is made from inside the evaluation of the frame `caller`, dependencies on incomplete
     /// calls are recorded there.
-    fn call(&mut self, rel: RelId, key: Box<[TermId]>, caller: Option<usize>) -> TableRef {
+    fn call(&mut self, rel: RelId, key: &[TermId], caller: Option<usize>) -> TableRef {
         let layer = self.program.layer[rel as usize];
-        if let Some(&id) = self.tables(layer).map.get(&(rel, key.clone())) {
+        let mut probe = Probe::new();
+        probe.push(rel);
+        probe.extend_from_slice(key);
+        if let Some(&id) = self.tables(layer).map.get(&probe[..]) {
             let t = TableRef { layer, id };
             let table = self.table(t);
             if !table.complete {
@@ -185,12 +201,12 @@ impl<'a> TopDown<'a> {
             complete: false,
             frame: pos,
         });
-        tables.map.insert((rel, key.clone()), id);
+        tables.map.insert(probe[..].into(), id);
         let t = TableRef { layer, id };
         self.comp.push(Frame {
             table: t,
             rel,
-            key,
+            key: key.into(),
             low: pos,
             looped: false,
         });
@@ -225,13 +241,17 @@ impl<'a> TopDown<'a> {
         let rel = self.comp[pos].rel;
         let key = self.comp[pos].key.clone();
         let table = self.comp[pos].table;
+        let mut solutions = Vec::new();
         for rule in &program.rules_of[rel as usize] {
-            let mut b = Bindings {
-                binds: vec![UNBOUND; rule.nvars],
-                trail: Vec::new(),
-                done: vec![false; rule.positives.len()],
-                filter_done: vec![false; rule.filters.len()],
-            };
+            let mut b = self.spare.pop().unwrap_or_default();
+            b.binds.clear();
+            b.binds.resize(rule.nvars, UNBOUND);
+            b.trail.clear();
+            b.done.clear();
+            b.done.resize(rule.positives.len(), false);
+            b.filter_done.clear();
+            b.filter_done.resize(rule.filters.len(), false);
+            b.applied.clear();
             // The call's bound arguments bind the head.
             let unified = rule
                 .head
@@ -239,14 +259,11 @@ impl<'a> TopDown<'a> {
                 .iter()
                 .zip(key.iter())
                 .all(|(p, &k)| k == UNBOUND || self.unify(p, k, &mut b));
-            if !unified {
-                continue;
-            }
-            let mut solutions = Vec::new();
-            let mut applied = Vec::new();
-            if self.apply_filters(rule, &mut b, &mut applied, pos) {
+            solutions.clear();
+            if unified && self.apply_filters(rule, &mut b, pos) {
                 self.search(rule, &mut b, rule.positives.len(), pos, &mut solutions);
             }
+            self.spare.push(b);
             let width = rule.nvars.max(1);
             let mut tuple = Vec::with_capacity(rule.head.args.len());
             for binds in solutions.chunks(width) {
@@ -303,24 +320,23 @@ impl<'a> TopDown<'a> {
             }
             return;
         }
-        let mut choice: Option<(usize, usize)> = None;
+        let mut choice: Option<(usize, usize, Option<&'a [u32]>)> = None;
         for i in 0..rule.positives.len() {
             if b.done[i] {
                 continue;
             }
-            let n = self.estimate(rule, i, b);
+            let (n, bucket) = self.estimate(rule, i, b);
             if n == 0 {
                 return;
             }
-            if choice.is_none_or(|(_, m)| n < m) {
-                choice = Some((i, n));
+            if choice.is_none_or(|(_, m, _)| n < m) {
+                choice = Some((i, n, bucket));
             }
         }
-        let Some((i, _)) = choice else { return };
+        let Some((i, _, bucket)) = choice else { return };
         let lit = &rule.positives[i].lit;
         b.done[i] = true;
         if let Some(rel) = self.materialized(lit.rel) {
-            let bucket = self.bucket(rule, i, b, rel);
             match bucket {
                 Some(bucket) => {
                     for &t in bucket {
@@ -334,8 +350,8 @@ impl<'a> TopDown<'a> {
                 }
             }
         } else {
-            let key: Box<[TermId]> = lit.args.iter().map(|a| self.ground_or_free(a, b)).collect();
-            let t = self.call(lit.rel, key, Some(pos));
+            let key: Probe = lit.args.iter().map(|a| self.ground_or_free(a, b)).collect();
+            let t = self.call(lit.rel, &key, Some(pos));
             // The table may grow while its answers are read (a recursive call); the leader's
             // iteration covers whatever this pass misses.
             let mut k = 0;
@@ -351,17 +367,24 @@ impl<'a> TopDown<'a> {
     }
 
     /// An estimate of how many tuples positive `i` will offer under the current bindings: exact
-    /// for stored relations (the smallest index bucket) and for calls already solved, a guess
-    /// that falls with every bound argument otherwise.
-    fn estimate(&mut self, rule: &CompiledRule, i: usize, b: &Bindings) -> usize {
+    /// for stored relations (the smallest index bucket, returned too, so that the search need
+    /// not look it up again) and for calls already solved, a guess that falls with every bound
+    /// argument otherwise.
+    fn estimate(&mut self, rule: &CompiledRule, i: usize, b: &Bindings) -> (usize, Option<&'a [u32]>) {
         let lit = &rule.positives[i].lit;
         if let Some(rel) = self.materialized(lit.rel) {
             return match self.bucket(rule, i, b, rel) {
-                Some(bucket) => bucket.len(),
-                None => rel.len(),
+                Some(bucket) => (bucket.len(), Some(bucket)),
+                None => (rel.len(), None),
             };
         }
-        let mut key = Vec::with_capacity(lit.args.len());
+        (self.estimate_call(lit, i, b), None)
+    }
+
+    /// The estimate of a positive literal over a tabled relation.
+    fn estimate_call(&mut self, lit: &Lit, i: usize, b: &Bindings) -> usize {
+        let mut key = Probe::new();
+        key.push(lit.rel);
         let mut bound = 0;
         let mut exists = true;
         for a in lit.args.iter() {
@@ -387,7 +410,7 @@ impl<'a> TopDown<'a> {
         }
         if exists {
             let tables = self.tables_ref(self.program.layer[lit.rel as usize]);
-            if let Some(&id) = tables.map.get(&(lit.rel, key.into_boxed_slice())) {
+            if let Some(&id) = tables.map.get(&key[..]) {
                 let table = &tables.list[id as usize];
                 if table.complete {
                     return table.answers.len();
@@ -436,18 +459,19 @@ impl<'a> TopDown<'a> {
         out: &mut Vec<TermId>,
     ) {
         let mark = b.trail.len();
-        let mut applied = Vec::new();
+        let applied = b.applied.len();
         let ok = rule.positives[i]
             .lit
             .args
             .iter()
             .zip(tuple)
             .all(|(p, &t)| self.unify(p, t, b))
-            && self.apply_filters(rule, b, &mut applied, pos);
+            && self.apply_filters(rule, b, pos);
         if ok {
             self.search(rule, b, remaining - 1, pos, out);
         }
-        for f in applied {
+        while b.applied.len() > applied {
+            let f = b.applied.pop().expect("applied is longer than its mark");
             b.filter_done[f] = false;
         }
         while b.trail.len() > mark {
@@ -456,19 +480,15 @@ impl<'a> TopDown<'a> {
         }
     }
 
-    fn apply_filters(
-        &mut self,
-        rule: &CompiledRule,
-        b: &mut Bindings,
-        applied: &mut Vec<usize>,
-        pos: usize,
-    ) -> bool {
+    /// Applies every filter whose variables are all bound and that is not applied yet, recording
+    /// each on `b.applied`; false as soon as one fails.
+    fn apply_filters(&mut self, rule: &CompiledRule, b: &mut Bindings, pos: usize) -> bool {
         for (f, (filter, vars)) in rule.filters.iter().enumerate() {
             if b.filter_done[f] || !vars.iter().all(|&v| b.binds[v as usize] != UNBOUND) {
                 continue;
             }
             b.filter_done[f] = true;
-            applied.push(f);
+            b.applied.push(f);
             let holds = match filter {
                 Filter::Neg(lit) => !self.holds(lit, b, pos),
                 Filter::Distinct(x, y) => !self.equal(x, y, b),
@@ -484,7 +504,7 @@ impl<'a> TopDown<'a> {
     /// Whether a literal whose variables are all bound holds.
     fn holds(&mut self, lit: &Lit, b: &Bindings, pos: usize) -> bool {
         if let Some(rel) = self.materialized(lit.rel) {
-            let mut tuple = Vec::with_capacity(lit.args.len());
+            let mut tuple = Probe::new();
             for a in lit.args.iter() {
                 match self.ground(a, b) {
                     Some(t) => tuple.push(t),
@@ -493,8 +513,8 @@ impl<'a> TopDown<'a> {
             }
             return rel.position(&tuple).is_some();
         }
-        let key: Box<[TermId]> = lit.args.iter().map(|a| self.ground_or_free(a, b)).collect();
-        let t = self.call(lit.rel, key, Some(pos));
+        let key: Probe = lit.args.iter().map(|a| self.ground_or_free(a, b)).collect();
+        let t = self.call(lit.rel, &key, Some(pos));
         self.table(t).answers.len() > 0
     }
 
