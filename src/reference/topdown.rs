@@ -15,8 +15,10 @@
 use super::eval::{Db, Relation};
 use super::program::{CompiledRule, Filter, Lit, Pat, Program, RelId};
 use super::terms::{Interner, TermId};
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::FxHasher;
 use smallvec::SmallVec;
+use std::hash::{Hash, Hasher};
 
 const UNBOUND: TermId = TermId::MAX;
 /// The estimate of a call that should wait for more bindings (see `estimate`): above any real one.
@@ -24,6 +26,8 @@ const NEEDS_BINDING: usize = usize::MAX / 2;
 
 /// The answers to one call.
 struct Table {
+    /// The call: its relation, then its arguments (UNBOUND where free).
+    key: Box<[TermId]>,
     answers: Relation,
     complete: bool,
     /// Position on the completion stack while incomplete.
@@ -36,10 +40,35 @@ type Probe = SmallVec<[TermId; 12]>;
 /// The tables of one layer: for a state (layer 1) or a joint move (layer 2).
 #[derive(Default)]
 pub(crate) struct Tables {
-    /// A call (its relation, then its key) → its table; looked up by slice, so a call that was
-    /// already made allocates nothing.
-    map: FxHashMap<Box<[TermId]>, u32>,
+    /// The hash of every call's key (which its table holds) and the table's id, so a call that
+    /// was made before is found by a slice and allocates nothing, and neither growing the map
+    /// nor a probe that misses reads the keys themselves.
+    map: HashTable<(u64, u32)>,
     list: Vec<Table>,
+}
+
+impl Tables {
+    /// The table of the call `probe` (relation, then arguments), if it was made.
+    fn find(&self, probe: &[TermId]) -> Option<u32> {
+        let hash = hash_key(probe);
+        self.map
+            .find(hash, |&(h, id)| {
+                h == hash && &*self.list[id as usize].key == probe
+            })
+            .map(|&(_, id)| id)
+    }
+
+    /// Forgets every table but keeps the memory, for the next state.
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+        self.list.clear();
+    }
+}
+
+fn hash_key(key: &[TermId]) -> u64 {
+    let mut h = FxHasher::default();
+    key.hash(&mut h);
+    h.finish()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -50,8 +79,6 @@ struct TableRef {
 
 struct Frame {
     table: TableRef,
-    rel: RelId,
-    key: Box<[TermId]>,
     /// The oldest frame this call has read while it was incomplete (Tarjan's lowlink).
     low: usize,
     /// Whether some call read this table while it was incomplete.
@@ -75,7 +102,6 @@ pub(crate) struct TopDown<'a> {
     pub move_tables: &'a mut Tables,
     comp: Vec<Frame>,
     added: u64,
-    scratch: Vec<u32>,
     /// Bindings of finished rule evaluations, kept to be reused (one evaluation is a handful of
     /// vectors, and a state makes hundreds of thousands of them).
     spare: Vec<Bindings>,
@@ -115,7 +141,6 @@ impl<'a> TopDown<'a> {
             move_tables,
             comp: Vec::new(),
             added: 0,
-            scratch: Vec::new(),
             spare: Vec::new(),
         }
     }
@@ -180,7 +205,7 @@ impl<'a> TopDown<'a> {
         let mut probe = Probe::new();
         probe.push(rel);
         probe.extend_from_slice(key);
-        if let Some(&id) = self.tables(layer).map.get(&probe[..]) {
+        if let Some(id) = self.tables(layer).find(&probe) {
             let t = TableRef { layer, id };
             let table = self.table(t);
             if !table.complete {
@@ -197,16 +222,17 @@ impl<'a> TopDown<'a> {
         let tables = self.tables(layer);
         let id = tables.list.len() as u32;
         tables.list.push(Table {
+            key: probe[..].into(),
             answers: Relation::with_arity(arity),
             complete: false,
             frame: pos,
         });
-        tables.map.insert(probe[..].into(), id);
+        tables
+            .map
+            .insert_unique(hash_key(&probe), (hash_key(&probe), id), |&(h, _)| h);
         let t = TableRef { layer, id };
         self.comp.push(Frame {
             table: t,
-            rel,
-            key: key.into(),
             low: pos,
             looped: false,
         });
@@ -226,7 +252,8 @@ impl<'a> TopDown<'a> {
                     }
                 }
             }
-            for f in self.comp.split_off(pos) {
+            while self.comp.len() > pos {
+                let f = self.comp.pop().expect("the component is not empty");
                 self.table_mut(f.table).complete = true;
             }
         } else if let Some(c) = caller {
@@ -238,9 +265,9 @@ impl<'a> TopDown<'a> {
     /// Runs every rule of the frame's relation once for its call, adding the answers.
     fn evaluate(&mut self, pos: usize) {
         let program: &'a Program = self.program;
-        let rel = self.comp[pos].rel;
-        let key = self.comp[pos].key.clone();
         let table = self.comp[pos].table;
+        let probe: Probe = self.table(table).key[..].into();
+        let (rel, key) = (probe[0], &probe[1..]);
         let mut solutions = Vec::new();
         for rule in &program.rules_of[rel as usize] {
             let mut b = self.spare.pop().unwrap_or_default();
@@ -291,7 +318,7 @@ impl<'a> TopDown<'a> {
             Pat::Ground(t) => *t,
             Pat::Func(f, args) => {
                 let ids: Vec<TermId> = args.iter().map(|a| self.build(a, binds)).collect();
-                self.interner.intern(*f, &ids, &mut self.scratch)
+                self.interner.intern(*f, &ids)
             }
         }
     }
@@ -410,7 +437,7 @@ impl<'a> TopDown<'a> {
         }
         if exists {
             let tables = self.tables_ref(self.program.layer[lit.rel as usize]);
-            if let Some(&id) = tables.map.get(&key[..]) {
+            if let Some(id) = tables.find(&key) {
                 let table = &tables.list[id as usize];
                 if table.complete {
                     return table.answers.len();
@@ -572,7 +599,7 @@ impl<'a> TopDown<'a> {
                 for a in args.iter() {
                     ids.push(self.ground(a, b)?);
                 }
-                self.interner.lookup(*f, &ids, &mut self.scratch)
+                self.interner.lookup(*f, &ids)
             }
         }
     }
