@@ -25,7 +25,7 @@ use program::{compile, Program};
 use propjet_runtime::{FactIdx, Machine, MachineError, MoveIdx, RoleIdx};
 use std::sync::{Mutex, MutexGuard};
 use terms::{Interner, TermId};
-use topdown::{Tables, TopDown};
+use topdown::{CallSizes, Tables, TopDown};
 
 /// Why a description cannot be evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +69,8 @@ struct Inner {
     static_db: Db,
     /// The answers to calls on relations that depend on neither `true` nor `does`: valid forever.
     static_tables: Tables,
+    /// The answer counts of the calls made so far, which order the literals of later ones.
+    sizes: CallSizes,
     /// The last state asked about: its `true` facts and the answers found for it so far.
     cache: Option<Cached>,
 }
@@ -112,6 +114,7 @@ impl Reference {
                 interner,
                 static_db: Db::default(),
                 static_tables: Tables::default(),
+                sizes: CallSizes::default(),
                 cache: None,
             }),
         };
@@ -193,6 +196,7 @@ impl Reference {
             interner,
             static_db,
             static_tables,
+            sizes,
             cache,
         } = &mut *inner;
         let static_ready = static_db.is_ready();
@@ -227,6 +231,7 @@ impl Reference {
             &cached.facts,
             &moves,
             [static_tables, &mut cached.tables, &mut move_tables],
+            sizes,
         )
         .answers(rel, key)
     }
