@@ -2,7 +2,9 @@
 
 use super::program::{Path, Program, RelId};
 use super::terms::{Interner, TermId};
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::{FxHashMap, FxHasher};
+use std::hash::{Hash, Hasher};
 
 #[derive(Clone, Debug, Default)]
 struct Index {
@@ -16,8 +18,9 @@ pub(crate) struct Relation {
     arity: usize,
     len: u32,
     flat: Vec<TermId>,
-    /// Tuple → its position in `flat`.
-    set: FxHashMap<Box<[TermId]>, u32>,
+    /// The position of every tuple, hashed by the tuple it names in `flat`, so that a tuple is
+    /// stored once (no key of its own to allocate) and looked up by a slice.
+    set: HashTable<u32>,
     indexes: Vec<Index>,
 }
 
@@ -39,15 +42,24 @@ impl Relation {
     }
 
     pub(crate) fn position(&self, tuple: &[TermId]) -> Option<u32> {
-        self.set.get(tuple).copied()
+        self.set
+            .find(hash_tuple(tuple), |&p| self.tuple(p as usize) == tuple)
+            .copied()
     }
 
     pub(crate) fn insert(&mut self, tuple: &[TermId], interner: &Interner) -> bool {
-        if self.set.contains_key(tuple) {
-            return false;
-        }
         let pos = self.len;
-        self.set.insert(tuple.into(), pos);
+        let (flat, arity) = (&self.flat, self.arity);
+        let at = |p: u32| &flat[p as usize * arity..(p as usize + 1) * arity];
+        match self
+            .set
+            .entry(hash_tuple(tuple), |&p| at(p) == tuple, |&p| hash_tuple(at(p)))
+        {
+            hashbrown::hash_table::Entry::Occupied(_) => return false,
+            hashbrown::hash_table::Entry::Vacant(slot) => {
+                slot.insert(pos);
+            }
+        }
         self.flat.extend_from_slice(tuple);
         self.len += 1;
         for index in &mut self.indexes {
@@ -70,6 +82,12 @@ impl Relation {
     pub(crate) fn index(&self, path: Path) -> Option<&FxHashMap<TermId, Vec<u32>>> {
         self.indexes.iter().find(|i| i.path == Some(path)).map(|i| &i.map)
     }
+}
+
+fn hash_tuple(tuple: &[TermId]) -> u64 {
+    let mut h = FxHasher::default();
+    tuple.hash(&mut h);
+    h.finish()
 }
 
 /// The tuples of every relation of one layer.

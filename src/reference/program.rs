@@ -132,7 +132,6 @@ struct Compiler<'a> {
     interner: &'a mut Interner,
     rels: FxHashMap<(Symbol, usize), RelId>,
     rel_key: Vec<(Symbol, usize)>,
-    scratch: Vec<u32>,
 }
 
 /// A rule after normalization, before planning.
@@ -160,7 +159,7 @@ impl Compiler<'_> {
                 });
                 Pat::Var(i as u32)
             }
-            Term::Const(c) => Pat::Ground(self.interner.intern(*c, &[], &mut self.scratch)),
+            Term::Const(c) => Pat::Ground(self.interner.intern(*c, &[])),
             Term::Func(f, args) => {
                 let pats: Vec<Pat> = args.iter().map(|a| self.pat(a, vars)).collect();
                 if pats.iter().all(|p| matches!(p, Pat::Ground(_))) {
@@ -174,7 +173,7 @@ impl Compiler<'_> {
                             }
                         })
                         .collect();
-                    Pat::Ground(self.interner.intern(*f, &ids, &mut self.scratch))
+                    Pat::Ground(self.interner.intern(*f, &ids))
                 } else {
                     Pat::Func(*f, pats.into())
                 }
@@ -256,7 +255,6 @@ pub(crate) fn compile(desc: &Description, interner: &mut Interner) -> Result<Pro
         interner,
         rels: FxHashMap::default(),
         rel_key: Vec::new(),
-        scratch: Vec::new(),
     };
     let k = desc.keywords;
     let rel_true = c.rel(k.true_, 1);

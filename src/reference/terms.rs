@@ -2,7 +2,9 @@
 //! is equality of ids and a fact is a short slice of ids.
 
 use crate::gdl::{Symbol, Symbols};
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::FxHasher;
+use std::hash::{Hash, Hasher};
 
 /// A hash-consed ground term.
 pub(crate) type TermId = u32;
@@ -19,32 +21,49 @@ struct Node {
 pub(crate) struct Interner {
     nodes: Vec<Node>,
     args: Vec<TermId>,
-    /// Key: the functor followed by the argument ids (a constant is its functor alone).
-    map: FxHashMap<Box<[u32]>, TermId>,
+    /// Every term's id, hashed by its functor and argument ids as `nodes` and `args` hold them,
+    /// so a term is stored once and found without building a key.
+    map: HashTable<TermId>,
 }
 
 impl Interner {
     /// The id of `functor(args…)`, creating it if new.
-    pub(crate) fn intern(&mut self, functor: Symbol, args: &[TermId], scratch: &mut Vec<u32>) -> TermId {
-        make_key(functor, args, scratch);
-        if let Some(&t) = self.map.get(&scratch[..]) {
-            return t;
-        }
+    pub(crate) fn intern(&mut self, functor: Symbol, args: &[TermId]) -> TermId {
         let id = self.nodes.len() as TermId;
+        let (nodes, all_args) = (&self.nodes, &self.args);
+        let parts = |t: TermId| {
+            let n = nodes[t as usize];
+            (n.functor, &all_args[n.start as usize..(n.start + n.len) as usize])
+        };
+        match self.map.entry(
+            hash_term(functor, args),
+            |&t| parts(t) == (functor, args),
+            |&t| {
+                let (f, a) = parts(t);
+                hash_term(f, a)
+            },
+        ) {
+            hashbrown::hash_table::Entry::Occupied(e) => return *e.get(),
+            hashbrown::hash_table::Entry::Vacant(slot) => {
+                slot.insert(id);
+            }
+        }
         self.nodes.push(Node {
             functor,
             start: self.args.len() as u32,
             len: args.len() as u32,
         });
         self.args.extend_from_slice(args);
-        self.map.insert(scratch.as_slice().into(), id);
         id
     }
 
     /// The id of `functor(args…)` if that term exists.
-    pub(crate) fn lookup(&self, functor: Symbol, args: &[TermId], scratch: &mut Vec<u32>) -> Option<TermId> {
-        make_key(functor, args, scratch);
-        self.map.get(&scratch[..]).copied()
+    pub(crate) fn lookup(&self, functor: Symbol, args: &[TermId]) -> Option<TermId> {
+        self.map
+            .find(hash_term(functor, args), |&t| {
+                self.functor(t) == functor && self.args(t) == args
+            })
+            .copied()
     }
 
     pub(crate) fn functor(&self, t: TermId) -> Symbol {
@@ -86,17 +105,13 @@ impl Interner {
     /// The id of a term written in KIF (`(cell 1 1 x)`, `noop`), if the term exists. Case and
     /// spacing do not matter.
     pub(crate) fn parse(&self, text: &str, symbols: &Symbols) -> Option<TermId> {
-        let mut scratch = Vec::new();
-        parse_text(text, symbols, &mut |f, args| self.lookup(f, args, &mut scratch))
+        parse_text(text, symbols, &mut |f, args| self.lookup(f, args))
     }
 
     /// The id of a term written in KIF, interned if it is new; `None` if the text is not a term
     /// or names a symbol the game does not have.
     pub(crate) fn parse_intern(&mut self, text: &str, symbols: &Symbols) -> Option<TermId> {
-        let mut scratch = Vec::new();
-        parse_text(text, symbols, &mut |f, args| {
-            Some(self.intern(f, args, &mut scratch))
-        })
+        parse_text(text, symbols, &mut |f, args| Some(self.intern(f, args)))
     }
 }
 
@@ -162,8 +177,9 @@ fn parse_tokens(
     }
 }
 
-fn make_key(functor: Symbol, args: &[TermId], scratch: &mut Vec<u32>) {
-    scratch.clear();
-    scratch.push(functor.0);
-    scratch.extend_from_slice(args);
+fn hash_term(functor: Symbol, args: &[TermId]) -> u64 {
+    let mut h = FxHasher::default();
+    functor.0.hash(&mut h);
+    args.hash(&mut h);
+    h.finish()
 }

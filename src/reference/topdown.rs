@@ -15,7 +15,10 @@
 use super::eval::{Db, Relation};
 use super::program::{CompiledRule, Filter, Lit, Pat, Program, RelId};
 use super::terms::{Interner, TermId};
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use rustc_hash::{FxHashMap, FxHasher};
+use smallvec::SmallVec;
+use std::hash::{Hash, Hasher};
 
 const UNBOUND: TermId = TermId::MAX;
 /// The estimate of a call that should wait for more bindings (see `estimate`): above any real one.
@@ -23,17 +26,79 @@ const NEEDS_BINDING: usize = usize::MAX / 2;
 
 /// The answers to one call.
 struct Table {
+    /// The call: its relation, then its arguments (UNBOUND where free).
+    key: Box<[TermId]>,
     answers: Relation,
     complete: bool,
     /// Position on the completion stack while incomplete.
     frame: usize,
 }
 
+/// A call's key on the stack: its relation, then its arguments (UNBOUND where free).
+type Probe = SmallVec<[TermId; 12]>;
+
 /// The tables of one layer: for a state (layer 1) or a joint move (layer 2).
 #[derive(Default)]
 pub(crate) struct Tables {
-    map: FxHashMap<(RelId, Box<[TermId]>), u32>,
+    /// The hash of every call's key (which its table holds) and the table's id, so a call that
+    /// was made before is found by a slice and allocates nothing, and neither growing the map
+    /// nor a probe that misses reads the keys themselves.
+    map: HashTable<(u64, u32)>,
     list: Vec<Table>,
+}
+
+impl Tables {
+    /// The table of the call `probe` (relation, then arguments), if it was made.
+    fn find(&self, probe: &[TermId]) -> Option<u32> {
+        let hash = hash_key(probe);
+        self.map
+            .find(hash, |&(h, id)| {
+                h == hash && &*self.list[id as usize].key == probe
+            })
+            .map(|&(_, id)| id)
+    }
+
+    /// Forgets every table but keeps the memory, for the next state.
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+        self.list.clear();
+    }
+}
+
+/// How many answers the completed calls of each relation and binding pattern (bit `i` set when
+/// argument `i` was bound; arguments past the 64th are not told apart) had, summed over every
+/// state so far: the estimate of a call not yet made (see `estimate_call`).
+#[derive(Default)]
+pub(crate) struct CallSizes(FxHashMap<(RelId, u64), (u64, u64)>);
+
+impl CallSizes {
+    fn record(&mut self, rel: RelId, mask: u64, answers: usize) {
+        let e = self.0.entry((rel, mask)).or_default();
+        e.0 += 1;
+        e.1 += answers as u64;
+    }
+
+    /// The mean answers of the calls of `rel` with this binding pattern, rounded up and at
+    /// least 1 (an estimate, not a proof that the call has answers), if any was made.
+    fn mean(&self, rel: RelId, mask: u64) -> Option<usize> {
+        self.0
+            .get(&(rel, mask))
+            .map(|&(calls, answers)| answers.div_ceil(calls).max(1) as usize)
+    }
+}
+
+fn bound_mask(args: &[TermId]) -> u64 {
+    args.iter()
+        .take(64)
+        .enumerate()
+        .filter(|&(_, &a)| a != UNBOUND)
+        .fold(0, |m, (i, _)| m | 1 << i)
+}
+
+fn hash_key(key: &[TermId]) -> u64 {
+    let mut h = FxHasher::default();
+    key.hash(&mut h);
+    h.finish()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -44,8 +109,6 @@ struct TableRef {
 
 struct Frame {
     table: TableRef,
-    rel: RelId,
-    key: Box<[TermId]>,
     /// The oldest frame this call has read while it was incomplete (Tarjan's lowlink).
     low: usize,
     /// Whether some call read this table while it was incomplete.
@@ -67,17 +130,23 @@ pub(crate) struct TopDown<'a> {
     pub static_tables: &'a mut Tables,
     pub state_tables: &'a mut Tables,
     pub move_tables: &'a mut Tables,
+    pub sizes: &'a mut CallSizes,
     comp: Vec<Frame>,
     added: u64,
-    scratch: Vec<u32>,
+    /// Bindings of finished rule evaluations, kept to be reused (one evaluation is a handful of
+    /// vectors, and a state makes hundreds of thousands of them).
+    spare: Vec<Bindings>,
 }
 
 /// The bindings of one rule evaluation.
+#[derive(Default)]
 struct Bindings {
     binds: Vec<TermId>,
     trail: Vec<u32>,
     done: Vec<bool>,
     filter_done: Vec<bool>,
+    /// The filters applied so far, in order, so that a step back unapplies its own.
+    applied: Vec<usize>,
 }
 
 impl<'a> TopDown<'a> {
@@ -90,6 +159,7 @@ impl<'a> TopDown<'a> {
         state_db: &'a Db,
         move_db: &'a Db,
         [static_tables, state_tables, move_tables]: [&'a mut Tables; 3],
+        sizes: &'a mut CallSizes,
     ) -> TopDown<'a> {
         TopDown {
             program,
@@ -101,9 +171,10 @@ impl<'a> TopDown<'a> {
             static_tables,
             state_tables,
             move_tables,
+            sizes,
             comp: Vec::new(),
             added: 0,
-            scratch: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -116,7 +187,7 @@ impl<'a> TopDown<'a> {
                 .map(|t| t.to_vec())
                 .collect();
         }
-        let t = self.call(rel, key.into(), None);
+        let t = self.call(rel, key, None);
         let answers = &self.table(t).answers;
         (0..answers.len()).map(|i| answers.tuple(i).to_vec()).collect()
     }
@@ -162,9 +233,12 @@ impl<'a> TopDown<'a> {
     /// Solves the call `rel(key)` (UNBOUND marks a free argument) and returns its table. When the
     /// call is made from inside the evaluation of the frame `caller`, dependencies on incomplete
     /// calls are recorded there.
-    fn call(&mut self, rel: RelId, key: Box<[TermId]>, caller: Option<usize>) -> TableRef {
+    fn call(&mut self, rel: RelId, key: &[TermId], caller: Option<usize>) -> TableRef {
         let layer = self.program.layer[rel as usize];
-        if let Some(&id) = self.tables(layer).map.get(&(rel, key.clone())) {
+        let mut probe = Probe::new();
+        probe.push(rel);
+        probe.extend_from_slice(key);
+        if let Some(id) = self.tables(layer).find(&probe) {
             let t = TableRef { layer, id };
             let table = self.table(t);
             if !table.complete {
@@ -181,16 +255,17 @@ impl<'a> TopDown<'a> {
         let tables = self.tables(layer);
         let id = tables.list.len() as u32;
         tables.list.push(Table {
+            key: probe[..].into(),
             answers: Relation::with_arity(arity),
             complete: false,
             frame: pos,
         });
-        tables.map.insert((rel, key.clone()), id);
+        tables
+            .map
+            .insert_unique(hash_key(&probe), (hash_key(&probe), id), |&(h, _)| h);
         let t = TableRef { layer, id };
         self.comp.push(Frame {
             table: t,
-            rel,
-            key,
             low: pos,
             looped: false,
         });
@@ -210,8 +285,13 @@ impl<'a> TopDown<'a> {
                     }
                 }
             }
-            for f in self.comp.split_off(pos) {
-                self.table_mut(f.table).complete = true;
+            while self.comp.len() > pos {
+                let f = self.comp.pop().expect("the component is not empty");
+                let table = self.table_mut(f.table);
+                table.complete = true;
+                let (rel, mask) = (table.key[0], bound_mask(&table.key[1..]));
+                let answers = table.answers.len();
+                self.sizes.record(rel, mask, answers);
             }
         } else if let Some(c) = caller {
             self.comp[c].low = self.comp[c].low.min(self.comp[pos].low);
@@ -222,16 +302,20 @@ impl<'a> TopDown<'a> {
     /// Runs every rule of the frame's relation once for its call, adding the answers.
     fn evaluate(&mut self, pos: usize) {
         let program: &'a Program = self.program;
-        let rel = self.comp[pos].rel;
-        let key = self.comp[pos].key.clone();
         let table = self.comp[pos].table;
+        let probe: Probe = self.table(table).key[..].into();
+        let (rel, key) = (probe[0], &probe[1..]);
+        let mut solutions = Vec::new();
         for rule in &program.rules_of[rel as usize] {
-            let mut b = Bindings {
-                binds: vec![UNBOUND; rule.nvars],
-                trail: Vec::new(),
-                done: vec![false; rule.positives.len()],
-                filter_done: vec![false; rule.filters.len()],
-            };
+            let mut b = self.spare.pop().unwrap_or_default();
+            b.binds.clear();
+            b.binds.resize(rule.nvars, UNBOUND);
+            b.trail.clear();
+            b.done.clear();
+            b.done.resize(rule.positives.len(), false);
+            b.filter_done.clear();
+            b.filter_done.resize(rule.filters.len(), false);
+            b.applied.clear();
             // The call's bound arguments bind the head.
             let unified = rule
                 .head
@@ -239,14 +323,11 @@ impl<'a> TopDown<'a> {
                 .iter()
                 .zip(key.iter())
                 .all(|(p, &k)| k == UNBOUND || self.unify(p, k, &mut b));
-            if !unified {
-                continue;
-            }
-            let mut solutions = Vec::new();
-            let mut applied = Vec::new();
-            if self.apply_filters(rule, &mut b, &mut applied, pos) {
+            solutions.clear();
+            if unified && self.apply_filters(rule, &mut b, pos) {
                 self.search(rule, &mut b, rule.positives.len(), pos, &mut solutions);
             }
+            self.spare.push(b);
             let width = rule.nvars.max(1);
             let mut tuple = Vec::with_capacity(rule.head.args.len());
             for binds in solutions.chunks(width) {
@@ -274,7 +355,7 @@ impl<'a> TopDown<'a> {
             Pat::Ground(t) => *t,
             Pat::Func(f, args) => {
                 let ids: Vec<TermId> = args.iter().map(|a| self.build(a, binds)).collect();
-                self.interner.intern(*f, &ids, &mut self.scratch)
+                self.interner.intern(*f, &ids)
             }
         }
     }
@@ -303,24 +384,23 @@ impl<'a> TopDown<'a> {
             }
             return;
         }
-        let mut choice: Option<(usize, usize)> = None;
+        let mut choice: Option<(usize, usize, Option<&'a [u32]>)> = None;
         for i in 0..rule.positives.len() {
             if b.done[i] {
                 continue;
             }
-            let n = self.estimate(rule, i, b);
+            let (n, bucket) = self.estimate(rule, i, b);
             if n == 0 {
                 return;
             }
-            if choice.is_none_or(|(_, m)| n < m) {
-                choice = Some((i, n));
+            if choice.is_none_or(|(_, m, _)| n < m) {
+                choice = Some((i, n, bucket));
             }
         }
-        let Some((i, _)) = choice else { return };
+        let Some((i, _, bucket)) = choice else { return };
         let lit = &rule.positives[i].lit;
         b.done[i] = true;
         if let Some(rel) = self.materialized(lit.rel) {
-            let bucket = self.bucket(rule, i, b, rel);
             match bucket {
                 Some(bucket) => {
                     for &t in bucket {
@@ -334,8 +414,8 @@ impl<'a> TopDown<'a> {
                 }
             }
         } else {
-            let key: Box<[TermId]> = lit.args.iter().map(|a| self.ground_or_free(a, b)).collect();
-            let t = self.call(lit.rel, key, Some(pos));
+            let key: Probe = lit.args.iter().map(|a| self.ground_or_free(a, b)).collect();
+            let t = self.call(lit.rel, &key, Some(pos));
             // The table may grow while its answers are read (a recursive call); the leader's
             // iteration covers whatever this pass misses.
             let mut k = 0;
@@ -351,17 +431,24 @@ impl<'a> TopDown<'a> {
     }
 
     /// An estimate of how many tuples positive `i` will offer under the current bindings: exact
-    /// for stored relations (the smallest index bucket) and for calls already solved, a guess
-    /// that falls with every bound argument otherwise.
-    fn estimate(&mut self, rule: &CompiledRule, i: usize, b: &Bindings) -> usize {
+    /// for stored relations (the smallest index bucket, returned too, so that the search need
+    /// not look it up again) and for calls already solved, a guess that falls with every bound
+    /// argument otherwise.
+    fn estimate(&mut self, rule: &CompiledRule, i: usize, b: &Bindings) -> (usize, Option<&'a [u32]>) {
         let lit = &rule.positives[i].lit;
         if let Some(rel) = self.materialized(lit.rel) {
             return match self.bucket(rule, i, b, rel) {
-                Some(bucket) => bucket.len(),
-                None => rel.len(),
+                Some(bucket) => (bucket.len(), Some(bucket)),
+                None => (rel.len(), None),
             };
         }
-        let mut key = Vec::with_capacity(lit.args.len());
+        (self.estimate_call(lit, i, b), None)
+    }
+
+    /// The estimate of a positive literal over a tabled relation.
+    fn estimate_call(&mut self, lit: &Lit, i: usize, b: &Bindings) -> usize {
+        let mut key = Probe::new();
+        key.push(lit.rel);
         let mut bound = 0;
         let mut exists = true;
         for a in lit.args.iter() {
@@ -387,12 +474,20 @@ impl<'a> TopDown<'a> {
         }
         if exists {
             let tables = self.tables_ref(self.program.layer[lit.rel as usize]);
-            if let Some(&id) = tables.map.get(&(lit.rel, key.into_boxed_slice())) {
+            if let Some(id) = tables.find(&key) {
                 let table = &tables.list[id as usize];
                 if table.complete {
                     return table.answers.len();
                 }
             }
+        }
+        // A call not made yet is expected to have as many answers as the calls of the same
+        // relation and binding pattern had before; only a pattern never seen gets a guess that
+        // falls with every bound argument. (The guess alone made comp2006_nothello's piece
+        // count scan a successor relation of 64 pairs before its recursive call, binding the
+        // call's count argument, so that the call was made once per count instead of once.)
+        if let Some(mean) = self.sizes.mean(lit.rel, bound_mask(&key[1..])) {
+            return mean;
         }
         10_000usize >> (2 * bound.min(6))
     }
@@ -436,18 +531,19 @@ impl<'a> TopDown<'a> {
         out: &mut Vec<TermId>,
     ) {
         let mark = b.trail.len();
-        let mut applied = Vec::new();
+        let applied = b.applied.len();
         let ok = rule.positives[i]
             .lit
             .args
             .iter()
             .zip(tuple)
             .all(|(p, &t)| self.unify(p, t, b))
-            && self.apply_filters(rule, b, &mut applied, pos);
+            && self.apply_filters(rule, b, pos);
         if ok {
             self.search(rule, b, remaining - 1, pos, out);
         }
-        for f in applied {
+        while b.applied.len() > applied {
+            let f = b.applied.pop().expect("applied is longer than its mark");
             b.filter_done[f] = false;
         }
         while b.trail.len() > mark {
@@ -456,19 +552,15 @@ impl<'a> TopDown<'a> {
         }
     }
 
-    fn apply_filters(
-        &mut self,
-        rule: &CompiledRule,
-        b: &mut Bindings,
-        applied: &mut Vec<usize>,
-        pos: usize,
-    ) -> bool {
+    /// Applies every filter whose variables are all bound and that is not applied yet, recording
+    /// each on `b.applied`; false as soon as one fails.
+    fn apply_filters(&mut self, rule: &CompiledRule, b: &mut Bindings, pos: usize) -> bool {
         for (f, (filter, vars)) in rule.filters.iter().enumerate() {
             if b.filter_done[f] || !vars.iter().all(|&v| b.binds[v as usize] != UNBOUND) {
                 continue;
             }
             b.filter_done[f] = true;
-            applied.push(f);
+            b.applied.push(f);
             let holds = match filter {
                 Filter::Neg(lit) => !self.holds(lit, b, pos),
                 Filter::Distinct(x, y) => !self.equal(x, y, b),
@@ -484,7 +576,7 @@ impl<'a> TopDown<'a> {
     /// Whether a literal whose variables are all bound holds.
     fn holds(&mut self, lit: &Lit, b: &Bindings, pos: usize) -> bool {
         if let Some(rel) = self.materialized(lit.rel) {
-            let mut tuple = Vec::with_capacity(lit.args.len());
+            let mut tuple = Probe::new();
             for a in lit.args.iter() {
                 match self.ground(a, b) {
                     Some(t) => tuple.push(t),
@@ -493,8 +585,8 @@ impl<'a> TopDown<'a> {
             }
             return rel.position(&tuple).is_some();
         }
-        let key: Box<[TermId]> = lit.args.iter().map(|a| self.ground_or_free(a, b)).collect();
-        let t = self.call(lit.rel, key, Some(pos));
+        let key: Probe = lit.args.iter().map(|a| self.ground_or_free(a, b)).collect();
+        let t = self.call(lit.rel, &key, Some(pos));
         self.table(t).answers.len() > 0
     }
 
@@ -552,7 +644,7 @@ impl<'a> TopDown<'a> {
                 for a in args.iter() {
                     ids.push(self.ground(a, b)?);
                 }
-                self.interner.lookup(*f, &ids, &mut self.scratch)
+                self.interner.lookup(*f, &ids)
             }
         }
     }
