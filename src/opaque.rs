@@ -155,17 +155,32 @@ fn arities(desc: &Description) -> Vec<usize> {
 ///
 /// Answers are cached by state (its base words): the engines ask once per state, but a playout
 /// compared across engines, or rollouts returning to a state, ask again.
+///
+/// Memory stays bounded: the cache starts over after [`CACHE_STATES`] states, and the
+/// evaluator itself, whose table of terms only grows (corridor's searches build new lists in
+/// every state, about 10 MB of terms a state), is built afresh from the description once it
+/// holds [`MAX_TERMS`] terms.
 pub struct TopDown {
-    reference: Reference,
+    desc: Description,
     /// The base facts in layout order, and the constant facts that hold in every state.
     bases: Vec<String>,
     constant_facts: Vec<String>,
     names: Vec<String>,
-    cache: Mutex<HashMap<Vec<u64>, HashMap<u32, bool>>>,
+    max_terms: usize,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    reference: Reference,
+    cache: HashMap<Vec<u64>, HashMap<u32, bool>>,
 }
 
 /// The most states [`TopDown`] keeps answers for before it starts over.
 const CACHE_STATES: usize = 4096;
+
+/// The most terms [`TopDown`]'s evaluator holds by default before it is built afresh (a few
+/// tens of MB; building corridor's takes a few milliseconds).
+pub const MAX_TERMS: usize = 2_000_000;
 
 impl fmt::Debug for TopDown {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -178,20 +193,41 @@ impl TopDown {
     pub fn new(desc: &Description, program: &Program) -> Result<TopDown, String> {
         let reference = Reference::new(desc).map_err(|e| e.to_string())?;
         Ok(TopDown {
-            reference,
+            desc: desc.clone(),
             bases: program.layout.bases.clone(),
             constant_facts: program.layout.constant_facts.clone(),
             names: program.opaque.names.clone(),
-            cache: Mutex::new(HashMap::new()),
+            max_terms: MAX_TERMS,
+            inner: Mutex::new(Inner {
+                reference,
+                cache: HashMap::new(),
+            }),
         })
+    }
+}
+
+impl TopDown {
+    /// The same evaluator, built afresh whenever its table of terms holds more than `max_terms`
+    /// when a state is asked about (instead of [`MAX_TERMS`]).
+    pub fn with_max_terms(mut self, max_terms: usize) -> TopDown {
+        self.max_terms = max_terms;
+        self
     }
 }
 
 impl Opaque for TopDown {
     fn eval(&self, bases: &[u64], wanted: &[u32], out: &mut [bool]) -> Result<(), OpaqueError> {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Inner { reference, cache } = &mut *inner;
         if cache.len() > CACHE_STATES {
             cache.clear();
+        }
+        if reference.terms() > self.max_terms {
+            // The description built one evaluator already, so it builds another.
+            *reference = Reference::new(&self.desc).map_err(|e| OpaqueError {
+                atom: String::new(),
+                reason: format!("rebuilding the evaluator: {e}"),
+            })?;
         }
         let known = cache.entry(bases.to_vec()).or_default();
         let mut facts: Option<Vec<&str>> = None;
@@ -211,13 +247,10 @@ impl Opaque for TopDown {
                 atom: format!("#{i}"),
                 reason: format!("there are only {} opaque atoms", self.names.len()),
             })?;
-            let v = self
-                .reference
-                .holds_in(facts, atom)
-                .map_err(|reason| OpaqueError {
-                    atom: atom.clone(),
-                    reason,
-                })?;
+            let v = reference.holds_in(facts, atom).map_err(|reason| OpaqueError {
+                atom: atom.clone(),
+                reason,
+            })?;
             known.insert(i, v);
             *o = v;
         }

@@ -651,9 +651,13 @@ fn the_interpreter_and_native_code_fill_opaque_atoms_like_the_full_grounding() {
             crate::opaque::TopDown::new(&desc, &program).expect("the evaluator takes the game"),
         );
         // Native code reads the opaque slots and its wrapper fills them, with the same
-        // evaluator type but its own instance, so no answer is shared with the interpreter.
+        // evaluator type but its own instance, so no answer is shared with the interpreter;
+        // that instance is built afresh before every state it is asked about, which must not
+        // change an answer.
         let own: std::sync::Arc<dyn propjet_runtime::Opaque> = std::sync::Arc::new(
-            crate::opaque::TopDown::new(&desc, &program).expect("the evaluator takes the game"),
+            crate::opaque::TopDown::new(&desc, &program)
+                .expect("the evaluator takes the game")
+                .with_max_terms(0),
         );
         let options = crate::lower::Options {
             verifier: true,

@@ -238,6 +238,13 @@ impl Reference {
 }
 
 impl Reference {
+    /// How many distinct ground terms the evaluator has met so far. They are never freed (a
+    /// state handed out names its facts by them), so a caller that evaluates many states of a
+    /// game that builds new terms in every state (lists, say) can watch this and start afresh.
+    pub fn terms(&self) -> usize {
+        self.lock().interner.len()
+    }
+
     /// Whether the ground atom `atom` holds in the state whose `true` facts are `facts`, both
     /// written in KIF. Moves are not given, so this is the value of a relation that depends on
     /// the state alone: what an opaque atom of the grounder is (`doc/opaque.md`).

@@ -75,6 +75,11 @@ impl Interner {
         &self.args[n.start as usize..(n.start + n.len) as usize]
     }
 
+    /// How many terms the table holds.
+    pub(crate) fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// Whether `t` is an id of this table.
     pub(crate) fn contains(&self, t: TermId) -> bool {
         (t as usize) < self.nodes.len()
