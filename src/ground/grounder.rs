@@ -915,10 +915,11 @@ impl<'d> Grounder<'d> {
                 // The auxiliary atoms' rules go out as they are made rather than at the end of
                 // the rule: chess's check test makes millions, which held hundreds of megabytes
                 // beside the rules already out.
-                out.add_aux_rules(&mut ex.aux_rules, ex.store, &cx, limits, name)
+                out.add_aux_rules(&mut ex.aux_rules, &mut ex.aux_lits, ex.store, &cx, limits, name)
                     .map_err(Stop::Error)
             });
             let mut aux_rules = std::mem::take(&mut exec.aux_rules);
+            let mut aux_lits = std::mem::take(&mut exec.aux_lits);
             next_aux = exec.aux_count;
             drop(exec);
             match result {
@@ -926,7 +927,7 @@ impl<'d> Grounder<'d> {
                 Err(Stop::Time) => return Err(self.time_limit(head_rel)),
                 Err(Stop::Error(e)) => return Err(e),
             }
-            out.add_aux_rules(&mut aux_rules, &self.store, &cx, limits, name)?;
+            out.add_aux_rules(&mut aux_rules, &mut aux_lits, &self.store, &cx, limits, name)?;
             if let Some(i) = conj.rule {
                 let cost = &mut self.costs[i];
                 cost.instantiate += clock.elapsed();
@@ -1049,19 +1050,25 @@ impl Out {
         id
     }
 
-    /// Adds the rules of auxiliary atoms in `rules` (atom number and body), emptying it.
+    /// Adds the rules of auxiliary atoms in `rules` (atom number and end of the body in
+    /// `lits`, as `Exec::aux_rules` holds them), emptying both.
     fn add_aux_rules(
         &mut self,
-        rules: &mut Vec<(u32, Vec<OutLit>)>,
+        rules: &mut Vec<(u32, usize)>,
+        lits: &mut Vec<OutLit>,
         store: &TermStore,
         cx: &KindCx,
         limits: &GroundLimits,
         name: &str,
     ) -> Result<(), GroundError> {
-        for (n, lits) in rules.drain(..) {
+        let mut start = 0;
+        for &(n, end) in rules.iter() {
             let head = self.aux(n);
-            self.add_rule(head, &lits, store, cx, limits, name)?;
+            self.add_rule(head, &lits[start..end], store, cx, limits, name)?;
+            start = end;
         }
+        rules.clear();
+        lits.clear();
         Ok(())
     }
 

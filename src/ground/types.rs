@@ -210,23 +210,28 @@ impl GroundRules {
     /// rules were made in) and removes repeated rules. The rules are rewritten into new arrays
     /// and the old ones freed, so for a moment both are held.
     pub fn sort_dedup(&mut self) {
-        let mut order: Vec<u32> = (0..self.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| {
-            let (a, b) = (a as usize, b as usize);
-            self.heads[a]
-                .cmp(&self.heads[b])
-                .then_with(|| self.body(a).cmp(self.body(b)))
+        // Each rule's head beside its number, so that comparing rules of different heads (most
+        // comparisons) does not look up their bodies, a cache miss on programs of millions of
+        // rules.
+        let mut order: Vec<(AtomId, u32)> = self
+            .heads
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| (h, i as u32))
+            .collect();
+        order.sort_unstable_by(|&(ha, a), &(hb, b)| {
+            ha.cmp(&hb)
+                .then_with(|| self.body(a as usize).cmp(self.body(b as usize)))
         });
-        order.dedup_by(|a, b| self.get(*a as usize) == self.get(*b as usize));
+        order.dedup_by(|a, b| a.0 == b.0 && self.body(a.1 as usize) == self.body(b.1 as usize));
         let mut out = GroundRules {
             heads: Vec::with_capacity(order.len()),
             ends: Vec::with_capacity(order.len()),
-            lits: Vec::with_capacity(order.iter().map(|&r| self.body(r as usize).len()).sum()),
+            lits: Vec::with_capacity(order.iter().map(|&(_, r)| self.body(r as usize).len()).sum()),
         };
-        for &r in &order {
-            let r = r as usize;
+        for &(head, r) in &order {
             // The total cannot grow by removing rules, so this always fits.
-            out.push(self.heads[r], self.body(r));
+            out.push(head, self.body(r as usize));
         }
         *self = out;
     }
