@@ -49,11 +49,11 @@ fn main() {
     }
     for r in &g.rules {
         let mut line = format!("{} <=", name(&g, r.head));
-        for l in &r.body {
-            if l.negated {
-                line += &format!(" (not {})", name(&g, l.atom));
+        for l in r.body {
+            if l.negated() {
+                line += &format!(" (not {})", name(&g, l.atom()));
             } else {
-                line += &format!(" {}", name(&g, l.atom));
+                line += &format!(" {}", name(&g, l.atom()));
             }
         }
         println!("{line}");

@@ -77,7 +77,7 @@ fn main() {
         .filter(|r| {
             r.body
                 .iter()
-                .any(|l| g.atoms[l.atom.index()].kind == AtomKind::Opaque)
+                .any(|l| g.atoms[l.atom().index()].kind == AtomKind::Opaque)
         })
         .count();
     println!("ground rules reading an opaque atom: {readers}");

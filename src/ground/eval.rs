@@ -192,11 +192,11 @@ impl GroundMachine {
         let mut deps: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut rules_of: Vec<Vec<u32>> = vec![Vec::new(); n];
         for (r, rule) in g.rules.iter().enumerate() {
-            if rule.head.index() >= n || rule.body.iter().any(|l| l.atom.index() >= n) {
+            if rule.head.index() >= n || rule.body.iter().any(|l| l.atom().index() >= n) {
                 return Err(format!("rule {r} names an atom that does not exist"));
             }
             rules_of[rule.head.index()].push(r as u32);
-            deps[rule.head.index()].extend(rule.body.iter().map(|l| l.atom.0));
+            deps[rule.head.index()].extend(rule.body.iter().map(|l| l.atom().0));
         }
         let sccs = components(&deps);
         let mut comp_of = vec![0usize; n];
@@ -213,10 +213,10 @@ impl GroundMachine {
             for &a in atoms {
                 for &r in &rules_of[a as usize] {
                     rules.push(r);
-                    for l in &g.rules[r as usize].body {
-                        let b = l.atom.index();
+                    for l in g.rules.body(r as usize) {
+                        let b = l.atom().index();
                         if comp_of[b] == c {
-                            if l.negated {
+                            if l.negated() {
                                 return Err(format!("atom {} depends negatively on itself", g.atoms[b].text));
                             }
                             recursive = true;
@@ -246,10 +246,10 @@ impl GroundMachine {
             loop {
                 let mut changed = false;
                 for &r in &comp.rules {
-                    let rule = &g.rules[r as usize];
+                    let rule = g.rules.get(r as usize);
                     let h = rule.head.index();
-                    let o = rule.body.iter().any(|l| on_opaque[l.atom.index()]);
-                    let d = rule.body.iter().any(|l| on_does[l.atom.index()]);
+                    let o = rule.body.iter().any(|l| on_opaque[l.atom().index()]);
+                    let d = rule.body.iter().any(|l| on_does[l.atom().index()]);
                     if (o && !on_opaque[h]) || (d && !on_does[h]) {
                         on_opaque[h] |= o;
                         on_does[h] |= d;
@@ -263,7 +263,7 @@ impl GroundMachine {
             comp.needs_opaque = comp
                 .rules
                 .iter()
-                .any(|&r| on_opaque[g.rules[r as usize].head.index()]);
+                .any(|&r| on_opaque[g.rules.head(r as usize).index()]);
         }
         let demanded_outputs = g
             .atoms
@@ -338,7 +338,7 @@ impl GroundMachine {
             loop {
                 let mut changed = false;
                 for &r in &comp.rules {
-                    let rule = &self.g.rules[r as usize];
+                    let rule = self.g.rules.get(r as usize);
                     if !demand[rule.head.index()] {
                         continue;
                     }
@@ -347,12 +347,12 @@ impl GroundMachine {
                     if rule
                         .body
                         .iter()
-                        .any(|l| known(l.atom.index()) && v.values[l.atom.index()] == l.negated)
+                        .any(|l| known(l.atom().index()) && v.values[l.atom().index()] == l.negated())
                     {
                         continue;
                     }
-                    for l in &rule.body {
-                        let i = l.atom.index();
+                    for l in rule.body {
+                        let i = l.atom().index();
                         if self.on_opaque[i] && !demand[i] {
                             demand[i] = true;
                             changed = true;
@@ -381,9 +381,14 @@ impl GroundMachine {
             loop {
                 let mut changed = false;
                 for &r in &comp.rules {
-                    let rule = &self.g.rules[r as usize];
+                    let rule = self.g.rules.get(r as usize);
                     let h = rule.head.index();
-                    if !v.values[h] && rule.body.iter().all(|l| v.values[l.atom.index()] != l.negated) {
+                    if !v.values[h]
+                        && rule
+                            .body
+                            .iter()
+                            .all(|l| v.values[l.atom().index()] != l.negated())
+                    {
                         v.values[h] = true;
                         changed = true;
                     }

@@ -7,7 +7,7 @@ use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
 use super::project;
 use super::terms::{TermId, TermStore, HOLDS, PENDING};
 use super::types::{
-    AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRule, Grounded,
+    AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRules, Grounded,
 };
 use super::GroundError;
 use crate::gdl::{Description, Term};
@@ -858,8 +858,8 @@ impl<'d> Grounder<'d> {
             atom_of: Vec::new(),
             aux_of: FxHashMap::default(),
             atoms: Vec::new(),
-            rules: Vec::new(),
-            literals: 0,
+            rules: GroundRules::new(),
+            body: Vec::new(),
         };
         let mut next_aux = 0u32;
         let cx = KindCx {
@@ -910,15 +910,16 @@ impl<'d> Grounder<'d> {
                     ))));
                 };
                 let head = out.atom(head, head_rel, ex.store, &cx).map_err(Stop::Error)?;
-                let body = out.body(&ex.lits, ex.store, &cx).map_err(Stop::Error)?;
-                out.add_rule(head, body, limits, name).map_err(Stop::Error)?;
+                out.add_rule(head, &ex.lits, ex.store, &cx, limits, name)
+                    .map_err(Stop::Error)?;
                 // The auxiliary atoms' rules go out as they are made rather than at the end of
                 // the rule: chess's check test makes millions, which held hundreds of megabytes
                 // beside the rules already out.
-                out.add_aux_rules(&mut ex.aux_rules, ex.store, &cx, limits, name)
+                out.add_aux_rules(&mut ex.aux_rules, &mut ex.aux_lits, ex.store, &cx, limits, name)
                     .map_err(Stop::Error)
             });
             let mut aux_rules = std::mem::take(&mut exec.aux_rules);
+            let mut aux_lits = std::mem::take(&mut exec.aux_lits);
             next_aux = exec.aux_count;
             drop(exec);
             match result {
@@ -926,7 +927,7 @@ impl<'d> Grounder<'d> {
                 Err(Stop::Time) => return Err(self.time_limit(head_rel)),
                 Err(Stop::Error(e)) => return Err(e),
             }
-            out.add_aux_rules(&mut aux_rules, &self.store, &cx, limits, name)?;
+            out.add_aux_rules(&mut aux_rules, &mut aux_lits, &self.store, &cx, limits, name)?;
             if let Some(i) = conj.rule {
                 let cost = &mut self.costs[i];
                 cost.instantiate += clock.elapsed();
@@ -999,14 +1000,7 @@ impl<'d> Grounder<'d> {
         drop(out.atom_of);
         drop(out.aux_of);
         let mut rules = out.rules;
-        rules.sort_unstable_by(|a, b| {
-            a.head.cmp(&b.head).then_with(|| {
-                let x = a.body.iter().map(|l| (l.atom, l.negated));
-                let y = b.body.iter().map(|l| (l.atom, l.negated));
-                x.cmp(y)
-            })
-        });
-        rules.dedup();
+        rules.sort_dedup();
         stats.instantiate = start.elapsed();
         Ok((
             Grounded {
@@ -1035,8 +1029,9 @@ struct Out {
     aux_of: FxHashMap<u32, AtomId>,
     atoms: Vec<GroundAtom>,
     /// The rules so far, possibly with repeats (removed at the end).
-    rules: Vec<GroundRule>,
-    literals: usize,
+    rules: GroundRules,
+    /// The body of the rule being added, reused from rule to rule.
+    body: Vec<GroundLit>,
 }
 
 impl Out {
@@ -1055,66 +1050,63 @@ impl Out {
         id
     }
 
-    /// The ground literals of a body under construction.
-    fn body(
+    /// Adds the rules of auxiliary atoms in `rules` (atom number and end of the body in
+    /// `lits`, as `Exec::aux_rules` holds them), emptying both.
+    fn add_aux_rules(
         &mut self,
+        rules: &mut Vec<(u32, usize)>,
+        lits: &mut Vec<OutLit>,
+        store: &TermStore,
+        cx: &KindCx,
+        limits: &GroundLimits,
+        name: &str,
+    ) -> Result<(), GroundError> {
+        let mut start = 0;
+        for &(n, end) in rules.iter() {
+            let head = self.aux(n);
+            self.add_rule(head, &lits[start..end], store, cx, limits, name)?;
+            start = end;
+        }
+        rules.clear();
+        lits.clear();
+        Ok(())
+    }
+
+    /// Adds `head ⇐ lits` after sorting the body and dropping repeats; a rule with both `x`
+    /// and `(not x)` never fires and is left out.
+    fn add_rule(
+        &mut self,
+        head: AtomId,
         lits: &[OutLit],
         store: &TermStore,
         cx: &KindCx,
-    ) -> Result<Vec<GroundLit>, GroundError> {
-        let mut body = Vec::with_capacity(lits.len());
+        limits: &GroundLimits,
+        name: &str,
+    ) -> Result<(), GroundError> {
+        let mut body = std::mem::take(&mut self.body);
+        body.clear();
         for l in lits {
             let atom = if l.rel == AUX {
                 self.aux(l.atom)
             } else {
                 self.atom(l.atom, l.rel, store, cx)?
             };
-            body.push(GroundLit {
-                atom,
-                negated: l.negated,
-            });
+            if atom.0 > GroundLit::MAX_ATOM {
+                return Err(limit("atoms in a literal", GroundLit::MAX_ATOM as usize, name));
+            }
+            body.push(GroundLit::new(atom, l.negated));
         }
-        Ok(body)
-    }
-
-    /// Adds the rules of auxiliary atoms in `rules` (atom number and body), emptying it.
-    fn add_aux_rules(
-        &mut self,
-        rules: &mut Vec<(u32, Vec<OutLit>)>,
-        store: &TermStore,
-        cx: &KindCx,
-        limits: &GroundLimits,
-        name: &str,
-    ) -> Result<(), GroundError> {
-        for (n, lits) in rules.drain(..) {
-            let head = self.aux(n);
-            let body = self.body(&lits, store, cx)?;
-            self.add_rule(head, body, limits, name)?;
-        }
-        Ok(())
-    }
-
-    /// Adds `head ⇐ body` after sorting the body and dropping repeats; a rule with both `x`
-    /// and `(not x)` never fires and is left out.
-    fn add_rule(
-        &mut self,
-        head: AtomId,
-        mut body: Vec<GroundLit>,
-        limits: &GroundLimits,
-        name: &str,
-    ) -> Result<(), GroundError> {
-        body.sort_unstable_by_key(|l| (l.atom, l.negated));
+        body.sort_unstable();
         body.dedup();
-        if body.windows(2).any(|w| w[0].atom == w[1].atom) {
-            return Ok(());
+        let contradictory = body.windows(2).any(|w| w[0].atom() == w[1].atom());
+        // A body that does not fit the literals' array is reported as the limit on literals.
+        let fits = contradictory || self.rules.push(head, &body).is_some();
+        self.body = body;
+        if !fits || self.rules.literals() > limits.max_literals {
+            return Err(limit("max_literals", limits.max_literals, name));
         }
-        self.literals += body.len();
-        self.rules.push(GroundRule { head, body });
         if self.rules.len() > limits.max_rules {
             return Err(limit("max_rules", limits.max_rules, name));
-        }
-        if self.literals > limits.max_literals {
-            return Err(limit("max_literals", limits.max_literals, name));
         }
         Ok(())
     }

@@ -924,8 +924,12 @@ pub(crate) struct Exec<'a> {
     key: Vec<TermId>,
     /// The literals of the ground rule so far, when instantiating.
     pub lits: Vec<OutLit>,
-    /// The rules of the auxiliary atoms made in this run: atom number and body.
-    pub aux_rules: Vec<(u32, Vec<OutLit>)>,
+    /// The rules of the auxiliary atoms made in this run and not yet taken: atom number and
+    /// where the body ends in `aux_lits` (it starts where the previous one ends). One array
+    /// for all bodies rather than a vector each: chess makes millions of these rules.
+    pub aux_rules: Vec<(u32, usize)>,
+    /// The bodies of `aux_rules`, one after another.
+    pub aux_lits: Vec<OutLit>,
     /// How many auxiliary atoms this run made.
     pub aux_count: u32,
     memo: Vec<FxHashMap<Box<[TermId]>, SubEntries>>,
@@ -959,6 +963,7 @@ impl<'a> Exec<'a> {
             key: Vec::new(),
             lits: Vec::new(),
             aux_rules: Vec::new(),
+            aux_lits: Vec::new(),
             aux_count: 0,
             memo: Vec::new(),
             families: Vec::new(),
@@ -1247,7 +1252,7 @@ impl<'a> Exec<'a> {
             } else if these.len() == 1 {
                 SubResult::Inline(these[0].1.clone().into())
             } else if sp.family.is_empty() {
-                SubResult::Aux(self.new_aux(these.iter().map(|(_, body)| body.clone())))
+                SubResult::Aux(self.new_aux(these.iter().map(|(_, body)| body.as_slice())))
             } else {
                 let mut fkey: Vec<TermId> = sp
                     .family
@@ -1263,10 +1268,13 @@ impl<'a> Exec<'a> {
     }
 
     /// A new auxiliary atom with one rule per body.
-    fn new_aux(&mut self, bodies: impl IntoIterator<Item = Vec<OutLit>>) -> u32 {
+    fn new_aux<'b>(&mut self, bodies: impl IntoIterator<Item = &'b [OutLit]>) -> u32 {
         let n = self.aux_count;
         self.aux_count += 1;
-        self.aux_rules.extend(bodies.into_iter().map(|body| (n, body)));
+        for body in bodies {
+            self.aux_lits.extend_from_slice(body);
+            self.aux_rules.push((n, self.aux_lits.len()));
+        }
         n
     }
 
@@ -1299,7 +1307,7 @@ impl<'a> Exec<'a> {
             Some(None) => self.families[sub][&fkey].aux,
             Some(Some(i)) => self.family_without(sub, &fkey, i),
             None => {
-                let n = self.new_aux(bodies().cloned());
+                let n = self.new_aux(bodies().map(Vec::as_slice));
                 if replace {
                     let family = Family {
                         bodies: bodies().cloned().collect(),
@@ -1320,14 +1328,13 @@ impl<'a> Exec<'a> {
         if let Some(&n) = family.without.get(&i) {
             return n;
         }
-        let rest: Vec<Vec<OutLit>> = family
-            .bodies
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i)
-            .map(|(_, body)| body.clone())
-            .collect();
-        let n = self.new_aux(rest);
+        // As `new_aux` does, with the bodies read in place from the family.
+        let n = self.aux_count;
+        self.aux_count += 1;
+        for (_, body) in family.bodies.iter().enumerate().filter(|&(j, _)| j != i) {
+            self.aux_lits.extend_from_slice(body);
+            self.aux_rules.push((n, self.aux_lits.len()));
+        }
         if let Some(family) = self.families[sub].get_mut(fkey) {
             family.without.insert(i, n);
         }

@@ -14,7 +14,10 @@ mod types;
 
 pub use eval::{GroundMachine, GroundState, OpaqueOracle};
 pub use grounder::{GroundStats, RuleCost, MAX_TERM_DEPTH};
-pub use types::{AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRule, Grounded};
+pub use types::{
+    AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRule, GroundRules,
+    GroundRulesIter, Grounded,
+};
 
 use crate::gdl::Description;
 

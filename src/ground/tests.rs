@@ -68,11 +68,11 @@ fn rules(g: &Grounded) -> Vec<String> {
         .iter()
         .map(|r| {
             let mut s = format!("{} <=", name(r.head));
-            for l in &r.body {
-                if l.negated {
-                    s += &format!(" (not {})", name(l.atom));
+            for l in r.body {
+                if l.negated() {
+                    s += &format!(" (not {})", name(l.atom()));
                 } else {
-                    s += &format!(" {}", name(l.atom));
+                    s += &format!(" {}", name(l.atom()));
                 }
             }
             s
@@ -734,4 +734,59 @@ fn opaque_atoms_answered_top_down_play_the_same_game() {
     assert!(asked > 0, "the oracle was never asked");
     // Without an oracle the program is refused rather than evaluated with the atoms false.
     assert!(GroundMachine::new(g).is_err());
+}
+
+/// Literals keep their atom and sign and order as `(atom, negated)` pairs do, which the
+/// sorting of bodies relies on.
+#[test]
+fn a_packed_literal_keeps_its_atom_and_sign_and_their_order() {
+    let pairs = [
+        (0u32, false),
+        (0, true),
+        (1, false),
+        (7, true),
+        (GroundLit::MAX_ATOM, true),
+    ];
+    for &(a, n) in &pairs {
+        let l = GroundLit::new(AtomId(a), n);
+        assert_eq!((l.atom(), l.negated()), (AtomId(a), n));
+    }
+    for x in &pairs {
+        for y in &pairs {
+            let (lx, ly) = (GroundLit::new(AtomId(x.0), x.1), GroundLit::new(AtomId(y.0), y.1));
+            assert_eq!(lx.cmp(&ly), x.cmp(y), "{x:?} against {y:?}");
+        }
+    }
+}
+
+/// The compact rules give back what was pushed, and sorting them gives the rules of a plain
+/// vector of pairs sorted and deduplicated, empty bodies included.
+#[test]
+fn compact_rules_sort_and_dedup_like_a_vector_of_rules() {
+    let mut rng = propjet_runtime::Rng::new(11);
+    let mut plain: Vec<(AtomId, Vec<GroundLit>)> = Vec::new();
+    let mut rules = GroundRules::new();
+    for _ in 0..500 {
+        let head = AtomId(rng.below(6));
+        let body: Vec<GroundLit> = (0..rng.below(4))
+            .map(|_| GroundLit::new(AtomId(rng.below(5)), rng.below(2) == 1))
+            .collect();
+        let i = rules.push(head, &body).expect("a few literals fit");
+        assert_eq!(i, plain.len());
+        plain.push((head, body));
+    }
+    assert_eq!(rules.len(), plain.len());
+    assert_eq!(rules.literals(), plain.iter().map(|r| r.1.len()).sum::<usize>());
+    for (r, p) in rules.iter().zip(&plain) {
+        assert_eq!((r.head, r.body), (p.0, &p.1[..]));
+    }
+    rules.sort_dedup();
+    plain.sort();
+    plain.dedup();
+    assert!(
+        plain.len() < 500,
+        "the random rules repeat, so removing repeats is tested"
+    );
+    let got: Vec<(AtomId, Vec<GroundLit>)> = rules.iter().map(|r| (r.head, r.body.to_vec())).collect();
+    assert_eq!(got, plain);
 }

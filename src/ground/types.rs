@@ -77,23 +77,206 @@ pub struct GroundAtom {
     pub text: String,
 }
 
-/// A body literal of a ground rule.
-#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
-pub struct GroundLit {
+/// A body literal of a ground rule, packed in one `u32`: the atom's number shifted left by one,
+/// and the low bit set when the literal is negated. Literals order by atom, then positive before
+/// negated; chess's ground program holds tens of millions of them, so half the size of an
+/// `(AtomId, bool)` pair matters.
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroundLit(u32);
+
+impl GroundLit {
+    /// The largest atom number a literal can hold; the grounder stops with a limit before it.
+    pub const MAX_ATOM: u32 = u32::MAX >> 1;
+
+    /// The literal `atom`, or `(not atom)` when `negated`. `atom` must be at most
+    /// [`GroundLit::MAX_ATOM`]; a larger one is truncated (checked in debug builds).
+    #[inline]
+    pub fn new(atom: AtomId, negated: bool) -> Self {
+        debug_assert!(atom.0 <= Self::MAX_ATOM, "atom {atom} does not fit a literal");
+        GroundLit(atom.0 << 1 | negated as u32)
+    }
+
     /// The atom.
-    pub atom: AtomId,
+    #[inline]
+    pub fn atom(self) -> AtomId {
+        AtomId(self.0 >> 1)
+    }
+
     /// Whether the literal is `(not atom)`.
-    pub negated: bool,
+    #[inline]
+    pub fn negated(self) -> bool {
+        self.0 & 1 == 1
+    }
 }
 
-/// `head ⇐ body₁ ∧ … ∧ bodyₙ`. An empty body means the head always holds.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
-pub struct GroundRule {
+impl fmt::Debug for GroundLit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.negated() {
+            write!(f, "(not {})", self.atom())
+        } else {
+            write!(f, "{}", self.atom())
+        }
+    }
+}
+
+/// `head ⇐ body₁ ∧ … ∧ bodyₙ`, one rule of [`GroundRules`] as seen through it. An empty body
+/// means the head always holds.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+pub struct GroundRule<'a> {
     /// The head: never of kind `True` or `Does`.
     pub head: AtomId,
     /// The body, with no repeated literal.
-    pub body: Vec<GroundLit>,
+    pub body: &'a [GroundLit],
 }
+
+/// The rules of a ground program, stored compactly: every body's literals one after another
+/// in one array, with the end of each rule's body and its head in two more. Chess's 10.9
+/// million rules took about 700 MB as a vector each; here they take a tenth of that.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct GroundRules {
+    heads: Vec<AtomId>,
+    /// Where each rule's body ends in `lits`; it starts where the previous one ends.
+    ends: Vec<u32>,
+    lits: Vec<GroundLit>,
+}
+
+impl GroundRules {
+    /// The most body literals all rules together can hold; the grounder stops with a limit
+    /// before it.
+    pub const MAX_LITERALS: usize = u32::MAX as usize;
+
+    /// No rules.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The number of rules.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// Whether there is no rule.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+
+    /// The number of body literals of all rules together.
+    #[inline]
+    pub fn literals(&self) -> usize {
+        self.lits.len()
+    }
+
+    /// Adds `head ⇐ body` as it is (no sorting, no removal of repeats). Returns the rule's
+    /// number, or `None` (adding nothing) when the literals would exceed
+    /// [`GroundRules::MAX_LITERALS`].
+    pub fn push(&mut self, head: AtomId, body: &[GroundLit]) -> Option<usize> {
+        let end = u32::try_from(self.lits.len() + body.len()).ok()?;
+        self.lits.extend_from_slice(body);
+        self.ends.push(end);
+        self.heads.push(head);
+        Some(self.heads.len() - 1)
+    }
+
+    /// Rule `i`, which must be below [`GroundRules::len`].
+    #[inline]
+    pub fn get(&self, i: usize) -> GroundRule<'_> {
+        GroundRule {
+            head: self.heads[i],
+            body: self.body(i),
+        }
+    }
+
+    /// The head of rule `i`.
+    #[inline]
+    pub fn head(&self, i: usize) -> AtomId {
+        self.heads[i]
+    }
+
+    /// The body of rule `i`.
+    #[inline]
+    pub fn body(&self, i: usize) -> &[GroundLit] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.lits[start..self.ends[i] as usize]
+    }
+
+    /// The rules in order.
+    pub fn iter(&self) -> GroundRulesIter<'_> {
+        GroundRulesIter { rules: self, next: 0 }
+    }
+
+    /// Sorts the rules by head and then body (so that the program does not depend on the order
+    /// rules were made in) and removes repeated rules. The rules are rewritten into new arrays
+    /// and the old ones freed, so for a moment both are held.
+    pub fn sort_dedup(&mut self) {
+        // Each rule's head beside its number, so that comparing rules of different heads (most
+        // comparisons) does not look up their bodies, a cache miss on programs of millions of
+        // rules.
+        let mut order: Vec<(AtomId, u32)> = self
+            .heads
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| (h, i as u32))
+            .collect();
+        order.sort_unstable_by(|&(ha, a), &(hb, b)| {
+            ha.cmp(&hb)
+                .then_with(|| self.body(a as usize).cmp(self.body(b as usize)))
+        });
+        order.dedup_by(|a, b| a.0 == b.0 && self.body(a.1 as usize) == self.body(b.1 as usize));
+        let mut out = GroundRules {
+            heads: Vec::with_capacity(order.len()),
+            ends: Vec::with_capacity(order.len()),
+            lits: Vec::with_capacity(order.iter().map(|&(_, r)| self.body(r as usize).len()).sum()),
+        };
+        for &(head, r) in &order {
+            // The total cannot grow by removing rules, so this always fits.
+            out.push(head, self.body(r as usize));
+        }
+        *self = out;
+    }
+}
+
+impl fmt::Debug for GroundRules {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> IntoIterator for &'a GroundRules {
+    type Item = GroundRule<'a>;
+    type IntoIter = GroundRulesIter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// The rules of a [`GroundRules`] in order.
+#[derive(Clone, Debug)]
+pub struct GroundRulesIter<'a> {
+    rules: &'a GroundRules,
+    next: usize,
+}
+
+impl<'a> Iterator for GroundRulesIter<'a> {
+    type Item = GroundRule<'a>;
+
+    fn next(&mut self) -> Option<GroundRule<'a>> {
+        if self.next == self.rules.len() {
+            return None;
+        }
+        self.next += 1;
+        Some(self.rules.get(self.next - 1))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.rules.len() - self.next;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for GroundRulesIter<'_> {}
 
 /// A ground program.
 ///
@@ -112,7 +295,7 @@ pub struct Grounded {
     /// All ground atoms.
     pub atoms: Vec<GroundAtom>,
     /// All ground rules, heads in any order.
-    pub rules: Vec<GroundRule>,
+    pub rules: GroundRules,
     /// The `True` atoms that hold in the initial state.
     pub init: Vec<AtomId>,
 }
@@ -177,11 +360,11 @@ impl Grounded {
             ) {
                 return Err(format!("rule {k} defines {} ({:?})", head.text, head.kind));
             }
-            if let Some(l) = r.body.iter().find(|l| l.atom.index() >= n) {
-                return Err(format!("rule {k} reads atom {} out of range", l.atom));
+            if let Some(l) = r.body.iter().find(|l| l.atom().index() >= n) {
+                return Err(format!("rule {k} reads atom {} out of range", l.atom()));
             }
-            let mut body: Vec<GroundLit> = r.body.clone();
-            body.sort_unstable_by_key(|l| (l.atom, l.negated));
+            let mut body: Vec<GroundLit> = r.body.to_vec();
+            body.sort_unstable();
             body.dedup();
             if body.len() != r.body.len() {
                 return Err(format!("rule {k} repeats a literal"));

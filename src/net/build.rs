@@ -35,16 +35,29 @@ struct Builder<'g> {
     atom_node: Vec<Option<NodeId>>,
     /// One negation node per node that is read negated.
     negations: FxHashMap<NodeId, NodeId>,
-    /// The rules of each head atom.
-    rules_of: Vec<Vec<u32>>,
+    /// The rules of each head atom `a`: `by_head[head_start[a]..head_start[a + 1]]`, one
+    /// array for all atoms rather than a vector each (chess has millions of atoms).
+    head_start: Vec<u32>,
+    by_head: Vec<u32>,
     false_node: NodeId,
 }
 
 impl<'g> Builder<'g> {
     fn new(g: &'g Grounded, limits: &'g NetLimits) -> Builder<'g> {
-        let mut rules_of = vec![Vec::new(); g.atoms.len()];
+        // A counting sort of the rules by head.
+        let mut head_start = vec![0u32; g.atoms.len() + 1];
+        for r in &g.rules {
+            head_start[r.head.index() + 1] += 1;
+        }
+        for a in 0..g.atoms.len() {
+            head_start[a + 1] += head_start[a];
+        }
+        let mut fill = head_start.clone();
+        let mut by_head = vec![0u32; g.rules.len()];
         for (i, r) in g.rules.iter().enumerate() {
-            rules_of[r.head.index()].push(i as u32);
+            let slot = &mut fill[r.head.index()];
+            by_head[*slot as usize] = i as u32;
+            *slot += 1;
         }
         let mut net = Propnet {
             roles: g.roles.clone(),
@@ -58,7 +71,8 @@ impl<'g> Builder<'g> {
             net,
             atom_node: vec![None; g.atoms.len()],
             negations: FxHashMap::default(),
-            rules_of,
+            head_start,
+            by_head,
             false_node: NodeId(0),
         }
     }
@@ -195,6 +209,11 @@ impl<'g> Builder<'g> {
         Ok(self.net)
     }
 
+    /// The numbers of the rules whose head is `a`.
+    fn rules_of(&self, a: AtomId) -> &[u32] {
+        &self.by_head[self.head_start[a.index()] as usize..self.head_start[a.index() + 1] as usize]
+    }
+
     fn node_of(&self, a: AtomId) -> NodeId {
         self.atom_node[a.index()].unwrap_or(self.false_node)
     }
@@ -212,12 +231,13 @@ impl<'g> Builder<'g> {
         // Edges from a head to the view atoms its bodies read.
         let heads: Vec<AtomId> = (0..g.atoms.len())
             .map(AtomId::from_index)
-            .filter(|&a| is_view(a) && !self.rules_of[a.index()].is_empty())
+            .filter(|&a| is_view(a) && !self.rules_of(a).is_empty())
             .collect();
         let succ = |a: AtomId| -> Vec<AtomId> {
-            let mut out: Vec<AtomId> = self.rules_of[a.index()]
+            let mut out: Vec<AtomId> = self
+                .rules_of(a)
                 .iter()
-                .flat_map(|&r| g.rules[r as usize].body.iter().map(|l| l.atom))
+                .flat_map(|&r| g.rules.body(r as usize).iter().map(|l| l.atom()))
                 .filter(|&b| is_view(b))
                 .collect();
             out.sort_unstable();
@@ -227,9 +247,9 @@ impl<'g> Builder<'g> {
         for scc in tarjan(g.atoms.len(), &heads, succ) {
             let cyclic = scc.len() > 1 || {
                 let a = scc[0];
-                self.rules_of[a.index()]
+                self.rules_of(a)
                     .iter()
-                    .any(|&r| g.rules[r as usize].body.iter().any(|l| l.atom == a))
+                    .any(|&r| g.rules.body(r as usize).iter().any(|l| l.atom() == a))
             };
             if cyclic {
                 self.build_recursive(&scc)?;
@@ -253,14 +273,14 @@ impl<'g> Builder<'g> {
         inner: &dyn Fn(AtomId) -> Option<NodeId>,
     ) -> Result<NodeId, NetError> {
         let g = self.g;
-        let n = self.rules_of[a.index()].len();
+        let n = self.rules_of(a).len();
         let mut ors = Vec::with_capacity(n);
         for k in 0..n {
-            let body: &[GroundLit] = &g.rules[self.rules_of[a.index()][k] as usize].body;
+            let body: &[GroundLit] = g.rules.body(self.rules_of(a)[k] as usize);
             let mut ands = Vec::with_capacity(body.len());
-            for lit in body {
-                let node = inner(lit.atom).unwrap_or_else(|| self.node_of(lit.atom));
-                ands.push(if lit.negated { self.negation(node)? } else { node });
+            for &lit in body {
+                let node = inner(lit.atom()).unwrap_or_else(|| self.node_of(lit.atom()));
+                ands.push(if lit.negated() { self.negation(node)? } else { node });
             }
             ors.push(match ands[..] {
                 [one] => one,
@@ -289,11 +309,11 @@ impl<'g> Builder<'g> {
         let g = self.g;
         let members: FxHashMap<AtomId, usize> = scc.iter().enumerate().map(|(i, &a)| (a, i)).collect();
         for &a in scc {
-            for &r in &self.rules_of[a.index()] {
-                if g.rules[r as usize]
-                    .body
+            for &r in self.rules_of(a) {
+                if g.rules
+                    .body(r as usize)
                     .iter()
-                    .any(|l| l.negated && members.contains_key(&l.atom))
+                    .any(|l| l.negated() && members.contains_key(&l.atom()))
                 {
                     let mut propositions: Vec<String> = scc
                         .iter()

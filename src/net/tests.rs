@@ -1,7 +1,7 @@
 //! A hand-written ground program run through build, passes and ordering.
 
 use super::*;
-use crate::ground::{AtomKind, GroundAtom, GroundLit, GroundRule, Grounded};
+use crate::ground::{AtomId, AtomKind, GroundAtom, GroundLit, GroundRules, Grounded};
 use propjet_runtime::{Interpreter, Machine, RoleIdx};
 
 fn atom(kind: AtomKind, text: &str) -> GroundAtom {
@@ -12,17 +12,11 @@ fn atom(kind: AtomKind, text: &str) -> GroundAtom {
 }
 
 fn lit(atom: u32, negated: bool) -> GroundLit {
-    GroundLit {
-        atom: crate::ground::AtomId(atom),
-        negated,
-    }
+    GroundLit::new(AtomId(atom), negated)
 }
 
-fn rule(head: u32, body: &[GroundLit]) -> GroundRule {
-    GroundRule {
-        head: crate::ground::AtomId(head),
-        body: body.to_vec(),
-    }
+fn rule(head: u32, body: &[GroundLit]) -> (AtomId, Vec<GroundLit>) {
+    (AtomId(head), body.to_vec())
 }
 
 /// One role `a` with one move `go`, legal while `p` does not hold; `go` makes `p` hold; `q`
@@ -42,7 +36,7 @@ fn toy() -> Grounded {
         atom(AtomKind::Goal { role: 0, value: 100 }, "(goal a 100)"), // 9
         atom(AtomKind::Goal { role: 0, value: 0 }, "(goal a 0)"),     // 10
     ];
-    let rules = vec![
+    let list = vec![
         rule(3, &[lit(0, true)]),
         rule(4, &[lit(2, false)]),
         rule(4, &[lit(0, false)]),
@@ -54,11 +48,15 @@ fn toy() -> Grounded {
         rule(9, &[lit(0, false)]),
         rule(10, &[lit(0, true)]),
     ];
+    let mut rules = GroundRules::new();
+    for (head, body) in list {
+        rules.push(head, &body);
+    }
     Grounded {
         roles: vec!["a".into()],
         atoms,
         rules,
-        init: vec![crate::ground::AtomId(1)],
+        init: vec![AtomId(1)],
     }
 }
 
@@ -105,7 +103,8 @@ fn toy_game_plays_right_before_and_after_the_passes() {
 #[test]
 fn a_cycle_through_negation_is_an_error_naming_it() {
     let mut g = toy();
-    g.rules.push(rule(7, &[lit(6, true)]));
+    let (head, body) = rule(7, &[lit(6, true)]);
+    g.rules.push(head, &body);
     match build(&g, &NetLimits::default()) {
         Err(NetError::Cycle { propositions, .. }) => {
             assert!(propositions.contains(&"r".to_string()) && propositions.contains(&"s".to_string()))
