@@ -37,6 +37,17 @@ struct Table {
 /// A call's key on the stack: its relation, then its arguments (UNBOUND where free).
 type Probe = SmallVec<[TermId; 12]>;
 
+/// Where the tuples of a stored relation's literal come from, as its estimate found them.
+#[derive(Clone, Copy)]
+enum Candidates<'a> {
+    /// The one tuple a literal with every argument bound names.
+    Exact(u32),
+    /// The smallest index bucket of the bound arguments.
+    Bucket(&'a [u32]),
+    /// Every tuple (or, for a tabled relation, its call's answers).
+    Scan,
+}
+
 /// The tables of one layer: for a state (layer 1) or a joint move (layer 2).
 #[derive(Default)]
 pub(crate) struct Tables {
@@ -384,30 +395,33 @@ impl<'a> TopDown<'a> {
             }
             return;
         }
-        let mut choice: Option<(usize, usize, Option<&'a [u32]>)> = None;
+        let mut choice: Option<(usize, usize, Candidates<'a>)> = None;
         for i in 0..rule.positives.len() {
             if b.done[i] {
                 continue;
             }
-            let (n, bucket) = self.estimate(rule, i, b);
+            let (n, candidates) = self.estimate(rule, i, b);
             if n == 0 {
                 return;
             }
             if choice.is_none_or(|(_, m, _)| n < m) {
-                choice = Some((i, n, bucket));
+                choice = Some((i, n, candidates));
             }
         }
-        let Some((i, _, bucket)) = choice else { return };
+        let Some((i, _, candidates)) = choice else { return };
         let lit = &rule.positives[i].lit;
         b.done[i] = true;
         if let Some(rel) = self.materialized(lit.rel) {
-            match bucket {
-                Some(bucket) => {
+            match candidates {
+                Candidates::Exact(t) => {
+                    self.try_tuple(rule, i, rel.tuple(t as usize), b, remaining, pos, out)
+                }
+                Candidates::Bucket(bucket) => {
                     for &t in bucket {
                         self.try_tuple(rule, i, rel.tuple(t as usize), b, remaining, pos, out);
                     }
                 }
-                None => {
+                Candidates::Scan => {
                     for t in 0..rel.len() {
                         self.try_tuple(rule, i, rel.tuple(t), b, remaining, pos, out);
                     }
@@ -434,15 +448,31 @@ impl<'a> TopDown<'a> {
     /// for stored relations (the smallest index bucket, returned too, so that the search need
     /// not look it up again) and for calls already solved, a guess that falls with every bound
     /// argument otherwise.
-    fn estimate(&mut self, rule: &CompiledRule, i: usize, b: &Bindings) -> (usize, Option<&'a [u32]>) {
+    fn estimate(&mut self, rule: &CompiledRule, i: usize, b: &Bindings) -> (usize, Candidates<'a>) {
         let lit = &rule.positives[i].lit;
         if let Some(rel) = self.materialized(lit.rel) {
+            // A literal whose arguments are all bound is a membership test: one lookup instead
+            // of a scan of the smallest index bucket (comp2006_nothello's line walks checked a
+            // 5-ary direction relation that way, 64 tuples a check).
+            if lit.args.iter().all(|a| self.is_bound(a, b)) {
+                let mut tuple = Probe::new();
+                for a in lit.args.iter() {
+                    match self.ground(a, b) {
+                        Some(t) => tuple.push(t),
+                        None => return (0, Candidates::Scan),
+                    }
+                }
+                return match rel.position(&tuple) {
+                    Some(t) => (1, Candidates::Exact(t)),
+                    None => (0, Candidates::Scan),
+                };
+            }
             return match self.bucket(rule, i, b, rel) {
-                Some(bucket) => (bucket.len(), Some(bucket)),
-                None => (rel.len(), None),
+                Some(bucket) => (bucket.len(), Candidates::Bucket(bucket)),
+                None => (rel.len(), Candidates::Scan),
             };
         }
-        (self.estimate_call(lit, i, b), None)
+        (self.estimate_call(lit, i, b), Candidates::Scan)
     }
 
     /// The estimate of a positive literal over a tabled relation.
