@@ -146,8 +146,7 @@ fn entry_named(name: &str) -> Option<Entry> {
 
 fn measure(game: &str, entry: Entry) -> Result<(), String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../shared/games/{game}.kif"));
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let desc = gdl::parse(&text).map_err(|e| format!("{game}: {e}"))?;
+    let desc = gdl::load(&path).map_err(|e| e.to_string())?;
     let compiled =
         compile::compile(&desc, &compile::Options::default()).map_err(|e| format!("{game}: {e}"))?;
     let program = Arc::new(compiled.program);

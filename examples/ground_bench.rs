@@ -67,17 +67,14 @@ fn main() {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let src = match std::fs::read_to_string(path) {
-            Ok(s) => s,
-            Err(e) => {
-                println!("{name:<28} cannot read: {e}");
+        let desc = match gdl::load(path) {
+            Ok(d) => d,
+            Err(gdl::LoadError::Io { source, .. }) => {
+                println!("{name:<28} cannot read: {source}");
                 continue;
             }
-        };
-        let desc = match gdl::parse(&src) {
-            Ok(d) => d,
-            Err(e) => {
-                println!("{name:<28} front end: {e}");
+            Err(gdl::LoadError::Parse { source, .. }) => {
+                println!("{name:<28} front end: {source}");
                 continue;
             }
         };

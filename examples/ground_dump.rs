@@ -23,14 +23,7 @@ fn main() {
         eprintln!("usage: ground_dump GAME.kif");
         std::process::exit(2);
     };
-    let src = match std::fs::read_to_string(&path) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("cannot read {path}: {e}");
-            std::process::exit(1);
-        }
-    };
-    let desc = match gdl::parse(&src) {
+    let desc = match gdl::load(path.as_ref()) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("{e}");

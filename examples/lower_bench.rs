@@ -73,8 +73,7 @@ fn main() {
         "game", "setting", "gates", "lower_ms", "us/gate", "M/s x64", "M/s x128"
     );
     for game in games {
-        let text = std::fs::read_to_string(&game).expect("readable game");
-        let desc = gdl::parse(&text).expect("parses");
+        let desc = gdl::load(game.as_ref()).expect("a readable, valid game");
         let compiled = compile::compile(&desc, &compile::Options::default()).expect("compiles");
         let program = Arc::new(compiled.program);
         let mut best: Vec<(f64, f64, f64, usize)> = vec![(f64::MAX, 0.0, 0.0, 0); settings.len()];

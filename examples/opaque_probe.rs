@@ -20,17 +20,10 @@ fn main() {
         eprintln!("usage: opaque_probe GAME.kif name/arity…");
         std::process::exit(2);
     };
-    let src = match std::fs::read_to_string(path) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("cannot read {path}: {e}");
-            std::process::exit(1);
-        }
-    };
-    let desc = match gdl::parse(&src) {
+    let desc = match gdl::load(path.as_ref()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("{path}: {e}");
+            eprintln!("{e}");
             std::process::exit(1);
         }
     };

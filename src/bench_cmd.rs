@@ -87,9 +87,7 @@ struct Engines {
 fn setup(game: &Path, want_reference: bool) -> Result<Setup, Failure> {
     let mut timings = Vec::new();
     let clock = Instant::now();
-    let text = std::fs::read_to_string(game)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", game.display())))?;
-    let desc = gdl::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+    let desc = gdl::load(game).map_err(|e| Failure::input(e.to_string()))?;
     timings.push(("parse", clock.elapsed()));
     let clock = Instant::now();
     let compiled = match compile::compile(&desc, &compile::Options::default()) {

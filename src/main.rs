@@ -258,9 +258,7 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
     let game = &args.game;
 
     let clock = Instant::now();
-    let text = std::fs::read_to_string(game)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", game.display())))?;
-    let desc = gdl::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+    let desc = gdl::load(game).map_err(|e| Failure::input(e.to_string()))?;
     timings.push(("parse", clock.elapsed()));
 
     // The trace is read before the engine is set up, so that a bad trace is reported at once.
@@ -413,9 +411,7 @@ fn check(args: &CheckArgs) -> Result<Report, Failure> {
 fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
     let game = &args.game;
     let clock = Instant::now();
-    let text = std::fs::read_to_string(game)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", game.display())))?;
-    let desc = gdl::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+    let desc = gdl::load(game).map_err(|e| Failure::input(e.to_string()))?;
     let parse_time = clock.elapsed();
     let mut options = args.limits.options();
     options.optimize = !args.no_optimize;
@@ -564,9 +560,7 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
 
 fn analyze_game(args: &AnalyzeArgs) -> Result<(), Failure> {
     let game = &args.game;
-    let text = std::fs::read_to_string(game)
-        .map_err(|e| Failure::input(format!("cannot read {}: {e}", game.display())))?;
-    let desc = gdl::parse(&text).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
+    let desc = gdl::load(game).map_err(|e| Failure::input(e.to_string()))?;
     let options = args.limits.options();
     let clock = Instant::now();
     let compiled =

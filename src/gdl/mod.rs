@@ -22,6 +22,39 @@ pub fn parse(src: &str) -> Result<Description, ParseError> {
     Ok(desc)
 }
 
+/// Why a game file could not be loaded by [`load`].
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The text is not a valid game description.
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Where and why the text was refused.
+        source: ParseError,
+    },
+}
+
+/// Reads the game description in the file `path` and [`parse`]s it; every error names the file.
+pub fn load(path: &std::path::Path) -> Result<Description, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text).map_err(|source| LoadError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// The warnings about a description that [`parse`] accepts: rules that are unsafe on their own
 /// but accepted because they are never used or because every call binds what they need (such
 /// rules must be evaluated top-down), the recursion restriction broken inside such rules, and
