@@ -54,16 +54,29 @@ fn differential(program: &Program, options: &Options, seed: u64) -> Result<(), S
     {
         return Err("no 128-lane code on a host that has 128-bit vectors".to_string());
     }
+    engines_agree(program, &interp, &native, seed).map(|_| ())
+}
+
+/// Native code against the interpreter on one program: whole arrays, 128 lanes of random states
+/// and inputs, and `Machine` calls on eight of those states. Returns the random states, for a
+/// caller that goes on to play from them.
+fn engines_agree(
+    program: &Program,
+    interp: &Interpreter,
+    native: &Native,
+    seed: u64,
+) -> Result<Vec<PackedState>, String> {
     let mut rng = Rng::new(seed);
-    arrays_agree(program, &interp, &native, &mut rng)?;
+    arrays_agree(program, interp, native, &mut rng)?;
     let states: Vec<PackedState> = (0..128)
         .map(|_| random_state(&mut rng, program.num_bases()))
         .collect();
     let inputs: Vec<Vec<u64>> = (0..128)
         .map(|_| random_mask(&mut rng, program.num_inputs()))
         .collect();
-    lanes_agree(program, &interp, &native, &states, &inputs)?;
-    machines_agree(program, &interp, &native, &states[..8], &mut rng)
+    lanes_agree(program, interp, native, &states, &inputs)?;
+    machines_agree(program, interp, native, &states[..8], &mut rng)?;
+    Ok(states)
 }
 
 fn check(program: &Program, options: &Options, seed: u64) {
@@ -464,21 +477,8 @@ fn native_fills_opaque_atoms_like_the_interpreter_on_random_programs() {
             Entry::ALL.iter().any(|&e| program.entry_reads_opaque(e)),
             "seed {seed}: no entry reads an opaque atom"
         );
-        let mut rng = Rng::new(seed);
-        let check = |r: Result<(), String>| {
-            if let Err(e) = r {
-                panic!("seed {seed}: {e}\nprogram: {program:?}");
-            }
-        };
-        check(arrays_agree(&program, &interp, &native, &mut rng));
-        let states: Vec<PackedState> = (0..128)
-            .map(|_| random_state(&mut rng, program.num_bases()))
-            .collect();
-        let inputs: Vec<Vec<u64>> = (0..128)
-            .map(|_| random_mask(&mut rng, program.num_inputs()))
-            .collect();
-        check(lanes_agree(&program, &interp, &native, &states, &inputs));
-        check(machines_agree(&program, &interp, &native, &states[..8], &mut rng));
+        let states = engines_agree(&program, &interp, &native, seed)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\nprogram: {program:?}"));
         assert!(
             evaluator.asked.load(Ordering::Relaxed) > 0,
             "seed {seed}: no opaque atom was asked for"

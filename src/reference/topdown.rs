@@ -61,7 +61,11 @@ pub(crate) struct Tables {
 impl Tables {
     /// The table of the call `probe` (relation, then arguments), if it was made.
     fn find(&self, probe: &[TermId]) -> Option<u32> {
-        let hash = hash_key(probe);
+        self.find_hashed(probe, hash_key(probe))
+    }
+
+    /// As [`Tables::find`], given the probe's hash.
+    fn find_hashed(&self, probe: &[TermId], hash: u64) -> Option<u32> {
         self.map
             .find(hash, |&(h, id)| {
                 h == hash && &*self.list[id as usize].key == probe
@@ -249,7 +253,8 @@ impl<'a> TopDown<'a> {
         let mut probe = Probe::new();
         probe.push(rel);
         probe.extend_from_slice(key);
-        if let Some(id) = self.tables(layer).find(&probe) {
+        let hash = hash_key(&probe);
+        if let Some(id) = self.tables(layer).find_hashed(&probe, hash) {
             let t = TableRef { layer, id };
             let table = self.table(t);
             if !table.complete {
@@ -271,9 +276,7 @@ impl<'a> TopDown<'a> {
             complete: false,
             frame: pos,
         });
-        tables
-            .map
-            .insert_unique(hash_key(&probe), (hash_key(&probe), id), |&(h, _)| h);
+        tables.map.insert_unique(hash, (hash, id), |&(h, _)| h);
         let t = TableRef { layer, id };
         self.comp.push(Frame {
             table: t,
