@@ -180,8 +180,8 @@ pub struct Options {
     /// operands (see `gates.rs`). The direct generator ignores it.
     pub partial: bool,
     /// Whether Cranelift's code stores every gate into its slot, as the interpreter does. By
-    /// default (false) it stores only the outputs of the entries and the gates that another
-    /// chunk reads; a gate read only within its chunk stays in a register unless it must leave
+    /// default (false) it stores only the outputs of the entries that run a chunk and the gates
+    /// that another chunk of the same part reads ([`Sharing`]); a gate read only within its chunk stays in a register unless it must leave
     /// the registers before its last read. The direct generator stores every gate anyway.
     pub store_every_gate: bool,
     /// Whether Cranelift's x86-64 code addresses the slots near the gates it stores from a
