@@ -87,9 +87,10 @@ pub enum Regalloc {
 #[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
 pub enum Sharing {
     /// Starting from one part shared by every entry, an entry gets chunks of its own while
-    /// that removes at least an eighth of the stores the speed entries (legal, terminal,
-    /// goals, next) run and the gates compiled per width stay within [`AUTO_MOST_GATES`]
-    /// (`Plan::auto`; the default).
+    /// that removes one store that legal, terminal or next run (the entries of every step of a
+    /// playout) for every [`AUTO_GATES_PER_STORE`] gates it adds to the code of each width, and
+    /// the gates compiled per width stay within [`AUTO_MOST_GATES`] (`Plan::auto`; the
+    /// default).
     #[default]
     Auto,
     /// Every entry has chunks of its own, which store only its outputs and what another of its
@@ -110,9 +111,16 @@ const ALL_ENTRIES: u8 = 31;
 /// The most gates per width that [`Sharing::Auto`] compiles: it gives no entry chunks of its
 /// own where that would take the gates compiled beyond it. Each gate compiled again costs
 /// about 5–10 µs of lowering per width, so this bounds what splitting adds to about 0.3 s of
-/// one core; speedChess (8,824 gates) and reversi (16,844) split, hex (48,132), whose view
-/// apart would double its lowering to 1.2 s of one core, does not.
+/// one core; hex (48,132 gates), whose view apart would double its lowering to 1.2 s of one
+/// core, and every larger program keep one shared part.
 pub const AUTO_MOST_GATES: usize = 40_000;
+
+/// The most gates per width [`Sharing::Auto`] compiles again for each store it removes from
+/// the entries a playout runs at every step. A heuristic, checked on four games
+/// (`doc/native.md`): connectFour's next entry apart (48 of those stores for 240 gates) made
+/// its 128-lane code 25% faster, speedChess's legal entry apart (3,454 for 7,248) 60% faster,
+/// and reversi's view apart (896 for 16,844) changed nothing but doubled its lowering time.
+pub const AUTO_GATES_PER_STORE: usize = 8;
 
 /// The bit of the view entry in a set of entries.
 const VIEW_BIT: u8 = 1 << 4;
@@ -581,18 +589,17 @@ impl Plan {
         Plan::with_parts(program, &needed_by, chunk_cost, widths, store_every_gate, parts)
     }
 
-    /// The parts [`Sharing::Auto`] chooses: starting from one part of every entry, the entry
-    /// whose move to a part of its own removes the most stores that the speed entries run
-    /// moves, while that removes at least an eighth of them. Each store the chunks of a part
-    /// leave out costs the gates that entry needs compiled once more, so a split must buy a
-    /// clear share of the speed entries' stores (on speedChess, the legal entry's own chunks
-    /// store 3,692 gates where its chunks shared with terminal stored 7,146); where nothing
-    /// much is lost by sharing (hex, whose next-state entry needs nearly every gate of the
-    /// view), the gates are compiled once.
+    /// The parts [`Sharing::Auto`] chooses: starting from one part of every entry, of the
+    /// entries whose move to a part of its own removes at least one store that legal,
+    /// terminal or next run per [`AUTO_GATES_PER_STORE`] gates it adds per width, within
+    /// [`AUTO_MOST_GATES`], the one removing the most moves, until none does. Sharing cuts an
+    /// entry's gates into chunks by who else needs them, and every gate read across a cut is
+    /// stored (speedChess's legal entry stored 7,146 of its 7,248 gates sharing with the
+    /// others, 3,692 alone), but a gate compiled for two parts costs lowering time twice.
     fn auto(program: &Program, needed_by: &[u8], chunk_cost: usize, store_every_gate: bool) -> Vec<u8> {
-        // The stores the speed entries run under `parts`, or `None` if the plan compiles more
-        // than `AUTO_MOST_GATES` gates per width.
-        let stores = |parts: &[u8]| {
+        // The stores that legal, terminal and next run under `parts`, and the gates compiled
+        // per width.
+        let cost = |parts: &[u8]| {
             let plan = Plan::with_parts(
                 program,
                 needed_by,
@@ -602,32 +609,31 @@ impl Plan {
                 parts.to_vec(),
             );
             let gates: usize = plan.jobs.iter().map(|j| j.gates.len()).sum();
-            (gates <= AUTO_MOST_GATES).then(|| plan.speed_stores())
+            (plan.speed_stores(), gates)
         };
         let mut parts = vec![ALL_ENTRIES];
         if program.num_gates() > AUTO_MOST_GATES {
             return parts;
         }
-        let Some(mut current) = stores(&parts) else {
-            return parts;
-        };
+        let (mut stores, mut gates) = cost(&parts);
         loop {
             let best = Entry::ALL
                 .iter()
                 .map(|e| 1u8 << e.index())
                 .filter(|&bit| parts[0] & bit != 0 && parts[0] != bit)
-                .filter_map(|bit| {
+                .map(|bit| {
                     let mut split = parts.clone();
                     split[0] &= !bit;
                     split.push(bit);
-                    Some((stores(&split)?, split))
+                    (cost(&split), split)
                 })
-                .min_by_key(|(stores, _)| *stores);
+                .filter(|&((s, g), _)| {
+                    g <= AUTO_MOST_GATES && s < stores && (stores - s) * AUTO_GATES_PER_STORE >= g - gates
+                })
+                .max_by_key(|&((s, _), _)| stores - s);
             match best {
-                Some((stores, split)) if stores + current / 8 <= current && stores < current => {
-                    (parts, current) = (split, stores);
-                }
-                _ => return parts,
+                Some(((s, g), split)) => (parts, stores, gates) = (split, s, g),
+                None => return parts,
             }
         }
     }
@@ -681,9 +687,12 @@ impl Plan {
         self.parts.iter().map(|&bits| of(bits)).collect()
     }
 
-    /// The stores that the speed entries (all but the view) run at the first width planned,
-    /// each counted once for every such entry that runs it.
+    /// The stores that the entries a playout runs at every step (legal, terminal, next) run
+    /// at the first width planned, each counted once for every such entry that runs it.
     fn speed_stores(&self) -> usize {
+        let every_step = [Entry::Legal, Entry::Terminal, Entry::Next]
+            .iter()
+            .fold(0u8, |bits, e| bits | 1 << e.index());
         let Some(width) = self.jobs.first().map(|j| j.width) else {
             return 0;
         };
@@ -696,7 +705,7 @@ impl Plan {
                     .iter()
                     .filter(|&&g| self.stored[j.part][g as usize])
                     .count();
-                stored * (j.entries & !VIEW_BIT).count_ones() as usize
+                stored * (j.entries & every_step).count_ones() as usize
             })
             .sum()
     }
