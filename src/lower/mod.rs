@@ -189,8 +189,9 @@ pub struct Options {
     pub partial: bool,
     /// Whether Cranelift's code stores every gate into its slot, as the interpreter does. By
     /// default (false) it stores only the outputs of the entries that run a chunk and the gates
-    /// that another chunk of the same part reads ([`Sharing`]); a gate read only within its chunk stays in a register unless it must leave
-    /// the registers before its last read. The direct generator stores every gate anyway.
+    /// that another chunk of the same part reads ([`Sharing`]); a gate read only within its
+    /// chunk stays in a register unless it must leave the registers before its last read. The
+    /// direct generator stores every gate anyway.
     pub store_every_gate: bool,
     /// Whether Cranelift's x86-64 code addresses the slots near the gates it stores from a
     /// base register that follows the stores up the array, with one-byte displacements (3
@@ -583,7 +584,6 @@ impl Plan {
         let needed_by = needed_by(program);
         let parts = match sharing.parts() {
             Some(parts) => parts,
-            None if program.num_gates() > SINGLE_PASS_ABOVE => vec![ALL_ENTRIES],
             None => Plan::auto(program, &needed_by, chunk_cost, store_every_gate),
         };
         Plan::with_parts(program, &needed_by, chunk_cost, widths, store_every_gate, parts)
@@ -658,18 +658,10 @@ impl Plan {
                 .filter(|&s| !groups[usize::from(s)].is_empty())
                 .collect();
             signatures.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
-            let mut part = Part::new(program);
+            let mut part = Part::new(program, stored.len());
             for signature in signatures {
                 let gates = std::mem::take(&mut groups[usize::from(signature)]);
-                part.add(
-                    program,
-                    &mut jobs,
-                    signature,
-                    gates,
-                    chunk_cost,
-                    widths,
-                    stored.len(),
-                );
+                part.add(program, &mut jobs, signature, gates, chunk_cost, widths);
             }
             stored.push(part.stored(program, entries, store_every_gate));
         }
@@ -724,14 +716,17 @@ fn needed_by(program: &Program) -> Vec<u8> {
 
 /// The chunks of one part of a [`Plan`] while it is built: which chunk computes each gate.
 struct Part {
+    /// The part's index in the plan.
+    index: usize,
     /// `u32::MAX`: no chunk of the part computes the gate.
     chunk_of: Vec<u32>,
     chunks: u32,
 }
 
 impl Part {
-    fn new(program: &Program) -> Part {
+    fn new(program: &Program, index: usize) -> Part {
         Part {
+            index,
             chunk_of: vec![u32::MAX; program.num_gates()],
             chunks: 0,
         }
@@ -739,7 +734,6 @@ impl Part {
 
     /// Cuts `gates` (ascending) into chunks run by `entries` and adds their jobs at every
     /// width.
-    #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
         program: &Program,
@@ -748,7 +742,6 @@ impl Part {
         gates: Vec<u32>,
         chunk_cost: usize,
         widths: &[Width],
-        part: usize,
     ) {
         let ranges = chunk_ranges(program, &gates, chunk_cost);
         for range in &ranges {
@@ -763,7 +756,7 @@ impl Part {
                     entries,
                     width,
                     gates: gates[range.clone()].to_vec(),
-                    part,
+                    part: self.index,
                 });
             }
         }
