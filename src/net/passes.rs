@@ -650,8 +650,9 @@ fn propositions(net: Propnet) -> Propnet {
     out
 }
 
-/// Keeps only the nodes some output reads, directly or not.
-fn dead_nodes(mut net: Propnet) -> Propnet {
+/// Which nodes some output reads, directly or not. Operands come before their readers, so
+/// one sweep from the last node back finds them all.
+pub(super) fn live_nodes(net: &Propnet) -> Vec<bool> {
     let mut live = vec![false; net.nodes.len()];
     for id in net.outputs() {
         live[id.index()] = true;
@@ -663,6 +664,12 @@ fn dead_nodes(mut net: Propnet) -> Propnet {
             }
         }
     }
+    live
+}
+
+/// Keeps only the nodes some output reads, directly or not.
+fn dead_nodes(mut net: Propnet) -> Propnet {
+    let live = live_nodes(&net);
     const GONE: u32 = u32::MAX;
     let mut map: Vec<NodeId> = vec![NodeId(GONE); net.nodes.len()];
     let old_nodes = std::mem::take(&mut net.nodes);
