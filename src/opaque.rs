@@ -157,16 +157,13 @@ fn arities(desc: &Description) -> Vec<usize> {
 /// compared across engines, or rollouts returning to a state, ask again.
 ///
 /// Memory stays bounded: the cache starts over after [`CACHE_STATES`] states, and the
-/// evaluator itself, whose table of terms only grows (corridor's searches build new lists in
-/// every state, about 10 MB of terms a state), is built afresh from the description once it
-/// holds [`MAX_TERMS`] terms.
+/// evaluator drops the terms its searches built (corridor's build new lists in every state,
+/// about 10 MB of terms a state) once it holds [`MAX_TERMS`] of them.
 pub struct TopDown {
-    desc: Description,
     /// The base facts in layout order, and the constant facts that hold in every state.
     bases: Vec<String>,
     constant_facts: Vec<String>,
     names: Vec<String>,
-    max_terms: usize,
     inner: Mutex<Inner>,
 }
 
@@ -177,10 +174,6 @@ struct Inner {
 
 /// The most states [`TopDown`] keeps answers for before it starts over.
 const CACHE_STATES: usize = 4096;
-
-/// The most terms [`TopDown`]'s evaluator holds by default before it is built afresh (a few
-/// tens of MB; building corridor's takes a few milliseconds).
-pub const MAX_TERMS: usize = 2_000_000;
 
 impl fmt::Debug for TopDown {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -193,11 +186,9 @@ impl TopDown {
     pub fn new(desc: &Description, program: &Program) -> Result<TopDown, String> {
         let reference = Reference::new(desc).map_err(|e| e.to_string())?;
         Ok(TopDown {
-            desc: desc.clone(),
             bases: program.layout.bases.clone(),
             constant_facts: program.layout.constant_facts.clone(),
             names: program.opaque.names.clone(),
-            max_terms: MAX_TERMS,
             inner: Mutex::new(Inner {
                 reference,
                 cache: HashMap::new(),
@@ -207,11 +198,17 @@ impl TopDown {
 }
 
 impl TopDown {
-    /// The same evaluator, built afresh whenever its table of terms holds more than `max_terms`
-    /// when a state is asked about (instead of [`MAX_TERMS`]).
-    pub fn with_max_terms(mut self, max_terms: usize) -> TopDown {
-        self.max_terms = max_terms;
-        self
+    /// The same evaluator, dropping the terms it built once its table holds more than
+    /// `max_terms` of them (instead of [`MAX_TERMS`]).
+    pub fn with_max_terms(self, max_terms: usize) -> TopDown {
+        let inner = self.inner.into_inner().unwrap_or_else(|e| e.into_inner());
+        TopDown {
+            inner: Mutex::new(Inner {
+                reference: inner.reference.with_max_terms(max_terms),
+                cache: inner.cache,
+            }),
+            ..self
+        }
     }
 }
 
@@ -221,13 +218,6 @@ impl Opaque for TopDown {
         let Inner { reference, cache } = &mut *inner;
         if cache.len() > CACHE_STATES {
             cache.clear();
-        }
-        if reference.terms() > self.max_terms {
-            // The description built one evaluator already, so it builds another.
-            *reference = Reference::new(&self.desc).map_err(|e| OpaqueError {
-                atom: String::new(),
-                reason: format!("rebuilding the evaluator: {e}"),
-            })?;
         }
         let known = cache.entry(bases.to_vec()).or_default();
         let mut facts: Option<Vec<&str>> = None;

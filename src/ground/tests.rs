@@ -652,7 +652,7 @@ fn the_interpreter_and_native_code_fill_opaque_atoms_like_the_full_grounding() {
         );
         // Native code reads the opaque slots and its wrapper fills them, with the same
         // evaluator type but its own instance, so no answer is shared with the interpreter;
-        // that instance is built afresh before every state it is asked about, which must not
+        // that instance drops every term its searches built before each query, which must not
         // change an answer.
         let own: std::sync::Arc<dyn propjet_runtime::Opaque> = std::sync::Arc::new(
             crate::opaque::TopDown::new(&desc, &program)

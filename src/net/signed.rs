@@ -9,6 +9,7 @@
 //! whichever leaves fewer nodes that some reader needs negated, since each of those costs one
 //! `not`.
 
+use super::passes::live_nodes;
 use super::{GoalProp, Node, NodeId, Propnet};
 use rustc_hash::FxHashMap;
 use std::ops::Range;
@@ -168,12 +169,27 @@ struct Outputs {
     views: Vec<Option<Lit>>,
 }
 
-/// The signed form of `net`, literally: no folding or merging beyond what the net has.
+/// The signed form of the part of `net` that the outputs need, literally: no folding or
+/// merging beyond what the net has. Nodes no output needs are left out (their literal is a
+/// placeholder that nothing reads): the factor pass before this one leaves every `and` it
+/// replaced behind, a million dead gates on the largest games, and hashing them into the arena
+/// took most of this pass's time there.
 fn to_signed(net: &Propnet) -> (Arena, Outputs) {
-    let edges = net.nodes.iter().map(|n| n.operands().len()).sum();
+    let live = live_nodes(net);
+    let edges = net
+        .nodes
+        .iter()
+        .zip(&live)
+        .filter(|(_, &l)| l)
+        .map(|(n, _)| n.operands().len())
+        .sum();
     let mut arena = Arena::new(net.nodes.len(), edges, true);
     let mut lit: Vec<Lit> = Vec::with_capacity(net.nodes.len());
-    for node in &net.nodes {
+    for (node, &needed) in net.nodes.iter().zip(&live) {
+        if !needed {
+            lit.push(FALSE);
+            continue;
+        }
         let l = match node {
             Node::Not(x) => lit[x.index()] ^ 1,
             Node::And(ops) | Node::Or(ops) => {
@@ -188,7 +204,11 @@ fn to_signed(net: &Propnet) -> (Arena, Outputs) {
     }
     let outputs = Outputs {
         outputs: net.outputs().map(|o| lit[o.index()]).collect(),
-        views: net.views.iter().map(|(_, v)| Some(lit[v.index()])).collect(),
+        views: net
+            .views
+            .iter()
+            .map(|(_, v)| live[v.index()].then(|| lit[v.index()]))
+            .collect(),
     };
     (arena, outputs)
 }

@@ -23,6 +23,7 @@ use eval::Db;
 const UNBOUND: TermId = TermId::MAX;
 use program::{compile, Program};
 use propjet_runtime::{FactIdx, Machine, MachineError, MoveIdx, RoleIdx};
+use rustc_hash::FxHashSet;
 use std::sync::{Mutex, MutexGuard};
 use terms::{Interner, TermId};
 use topdown::{CallSizes, Tables, TopDown};
@@ -49,6 +50,14 @@ pub enum ReferenceError {
     BadGoalValue(String),
 }
 
+/// The most terms the evaluator's table holds by default before it drops those no caller holds
+/// (tens of MB with the answers remembered for them).
+pub const MAX_TERMS: usize = 2_000_000;
+
+/// The most calls of static relations the evaluator remembers the answers of before it
+/// forgets them all (a few hundred MB).
+const MAX_STATIC_CALLS: usize = 1_000_000;
+
 /// A state of the reference evaluator: the sorted ids of the base facts that hold.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct ReferenceState(Vec<u32>);
@@ -65,6 +74,15 @@ pub struct Reference {
 
 struct Inner {
     interner: Interner,
+    /// The terms made while preparing the description (its constants, the static relations,
+    /// the initial state) are the ids below this; they are kept forever.
+    permanent: TermId,
+    /// Every other term a caller was given (the facts of the states and the moves handed out):
+    /// kept forever too, since the caller names them by id.
+    handed_out: FxHashSet<TermId>,
+    /// When the table of terms holds more than this many, the terms of neither kind are
+    /// dropped before the next query.
+    max_terms: usize,
     /// The stored static relations.
     static_db: Db,
     /// The answers to calls on relations that depend on neither `true` nor `does`: valid forever.
@@ -112,6 +130,9 @@ impl Reference {
             initial: ReferenceState(Vec::new()),
             inner: Mutex::new(Inner {
                 interner,
+                permanent: 0,
+                handed_out: FxHashSet::default(),
+                max_terms: MAX_TERMS,
                 static_db: Db::default(),
                 static_tables: Tables::default(),
                 sizes: CallSizes::default(),
@@ -126,6 +147,7 @@ impl Reference {
                 None,
                 reference.program.rel_init,
                 &[UNBOUND],
+                false,
             )
             .iter()
             .map(|t| t[0])
@@ -135,7 +157,16 @@ impl Reference {
         let mut reference = reference;
         reference.initial = ReferenceState(initial);
         reference.check_goal_values(desc)?;
+        let inner = reference.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        inner.permanent = inner.interner.end();
         Ok(reference)
+    }
+
+    /// The same evaluator, dropping the terms no caller holds once its table of terms holds
+    /// more than `max_terms` (instead of [`MAX_TERMS`]); 0 drops them before every query.
+    pub fn with_max_terms(self, max_terms: usize) -> Reference {
+        self.lock().max_terms = max_terms;
+        self
     }
 
     /// Goal values written in the rules must be numbers.
@@ -161,7 +192,7 @@ impl Reference {
         for r in 0..self.program.stored.len() {
             if self.program.stored[r] {
                 let arity = self.program.rel_key[r].1;
-                let tuples = self.query(&empty, None, r as program::RelId, &vec![UNBOUND; arity]);
+                let tuples = self.query(&empty, None, r as program::RelId, &vec![UNBOUND; arity], false);
                 let inner = self.lock();
                 for t in &tuples {
                     db.insert(r as program::RelId, t, &inner.interner);
@@ -184,21 +215,57 @@ impl Reference {
 
     /// Answers the call `rel(key)` in `state` (with `joint` as the joint move, for `next`);
     /// `UNBOUND` in `key` marks a free argument.
+    /// With `hand_out`, the terms of the answers are kept for as long as the evaluator lives
+    /// (they go to the caller as facts or moves).
     fn query(
         &self,
         state: &ReferenceState,
         joint: Option<&[MoveIdx]>,
         rel: program::RelId,
         key: &[TermId],
+        hand_out: bool,
     ) -> Vec<Vec<TermId>> {
-        let mut inner = self.lock();
+        self.query_in(&mut self.lock(), state, joint, rel, key, hand_out)
+    }
+
+    /// [`Reference::query`] with the lock held by the caller, who may read or make terms
+    /// before or after it without another thread's query dropping them in between.
+    fn query_in(
+        &self,
+        inner: &mut Inner,
+        state: &ReferenceState,
+        joint: Option<&[MoveIdx]>,
+        rel: program::RelId,
+        key: &[TermId],
+        hand_out: bool,
+    ) -> Vec<Vec<TermId>> {
         let Inner {
             interner,
+            permanent,
+            handed_out,
+            max_terms,
             static_db,
             static_tables,
             sizes,
             cache,
-        } = &mut *inner;
+        } = inner;
+        if interner.len() > *max_terms {
+            // Everything a query builds on the way (the lists of a search, say) stays in the
+            // table, which would grow by megabytes a state. Keep what callers hold and what
+            // this query is given; the answers remembered name dropped terms, so they go too
+            // (the stored static relations are permanent terms and stay).
+            let given = state.0.iter().chain(key).copied();
+            let moves = joint.into_iter().flatten().map(|m| m.0);
+            interner.retain(*permanent, handed_out.iter().copied().chain(given).chain(moves));
+            static_tables.clear();
+            *cache = None;
+        } else if static_tables.len() > (*max_terms).min(MAX_STATIC_CALLS) {
+            // The calls of static relations are remembered across states, each a table of a
+            // few hundred bytes; a search over lists calls them with new lists in every state
+            // (dresden_corridor: 60,000 calls of list membership a state, 5.9 million
+            // remembered after 150 states, 1.4 GB). Past the bound they start over.
+            static_tables.clear();
+        }
         let static_ready = static_db.is_ready();
         if cache.as_ref().is_none_or(|c| c.state != *state) {
             let mut facts = Db::new(&self.program);
@@ -223,7 +290,7 @@ impl Reference {
             }
         }
         let mut move_tables = Tables::default();
-        TopDown::new(
+        let answers = TopDown::new(
             &self.program,
             interner,
             static_db,
@@ -233,14 +300,19 @@ impl Reference {
             [static_tables, &mut cached.tables, &mut move_tables],
             sizes,
         )
-        .answers(rel, key)
+        .answers(rel, key);
+        if hand_out {
+            handed_out.extend(answers.iter().flatten().filter(|&&t| t >= *permanent));
+        }
+        answers
     }
 }
 
 impl Reference {
-    /// How many distinct ground terms the evaluator has met so far. They are never freed (a
-    /// state handed out names its facts by them), so a caller that evaluates many states of a
-    /// game that builds new terms in every state (lists, say) can watch this and start afresh.
+    /// How many distinct ground terms the evaluator's table holds. Past its bound
+    /// ([`Reference::with_max_terms`]) the next query drops those that were neither made while
+    /// preparing the description nor handed to a caller as a fact or a move, so a game that
+    /// builds new terms in every state (lists, say) does not grow it without end.
     pub fn terms(&self) -> usize {
         self.lock().interner.len()
     }
@@ -249,8 +321,8 @@ impl Reference {
     /// written in KIF. Moves are not given, so this is the value of a relation that depends on
     /// the state alone: what an opaque atom of the grounder is (`doc/opaque.md`).
     pub fn holds_in(&self, facts: &[&str], atom: &str) -> Result<bool, String> {
+        let mut inner = self.lock();
         let (state, rel, args) = {
-            let mut inner = self.lock();
             let mut ids = Vec::with_capacity(facts.len());
             for f in facts {
                 let t = inner
@@ -278,7 +350,9 @@ impl Reference {
                 inner.interner.args(t).to_vec(),
             )
         };
-        Ok(!self.query(&state, None, rel, &args).is_empty())
+        Ok(!self
+            .query_in(&mut inner, &state, None, rel, &args, false)
+            .is_empty())
     }
 }
 
@@ -320,7 +394,7 @@ impl Machine for Reference {
             return Vec::new();
         };
         let mut moves: Vec<MoveIdx> = self
-            .query(state, None, self.program.rel_legal, &[rt, UNBOUND])
+            .query(state, None, self.program.rel_legal, &[rt, UNBOUND], true)
             .iter()
             .map(|t| MoveIdx(t[1]))
             .collect();
@@ -341,7 +415,13 @@ impl Machine for Reference {
         if role.index() >= self.roles.len() {
             return None;
         }
-        self.lock().interner.parse(name, &self.symbols).map(MoveIdx)
+        let mut inner = self.lock();
+        let mv = inner.interner.parse(name, &self.symbols)?;
+        // The caller will name the move by this id.
+        if mv >= inner.permanent {
+            inner.handed_out.insert(mv);
+        }
+        Some(MoveIdx(mv))
     }
 
     fn next_state_unchecked(
@@ -367,7 +447,7 @@ impl Machine for Reference {
             }
         }
         let mut next: Vec<u32> = self
-            .query(state, Some(joint), self.program.rel_next, &[UNBOUND])
+            .query(state, Some(joint), self.program.rel_next, &[UNBOUND], true)
             .iter()
             .map(|t| t[0])
             .collect();
@@ -377,15 +457,24 @@ impl Machine for Reference {
     }
 
     fn is_terminal(&self, state: &ReferenceState) -> bool {
-        !self.query(state, None, self.program.rel_terminal, &[]).is_empty()
+        !self
+            .query(state, None, self.program.rel_terminal, &[], false)
+            .is_empty()
     }
 
     fn goal_values(&self, state: &ReferenceState, role: RoleIdx) -> Vec<u32> {
         let Some(&rt) = self.role_terms.get(role.index()) else {
             return Vec::new();
         };
-        let answers = self.query(state, None, self.program.rel_goal, &[rt, UNBOUND]);
-        let inner = self.lock();
+        let mut inner = self.lock();
+        let answers = self.query_in(
+            &mut inner,
+            state,
+            None,
+            self.program.rel_goal,
+            &[rt, UNBOUND],
+            false,
+        );
         // Goal values are checked to be numbers where the rules write them; a value computed
         // through a variable that is not a number is not a goal value and is left out.
         let mut values: Vec<u32> = answers
@@ -434,5 +523,88 @@ mod tests {
         let start = reference.initial_state();
         assert!(reference.is_terminal(&start), "3 is reached from 1 through 2");
         assert_eq!(reference.goal_values(&start, RoleIdx::from_index(0)), vec![100]);
+    }
+
+    /// A game whose rules search paths as lists of visited nodes over edges that the moves open
+    /// and close, so every state builds lists that no other state may need.
+    const PATHS: &str = "
+        (role r)
+        (init (at 1)) (init (open 1 2)) (init (open 3 4)) (init (step 0))
+        (edge 1 2) (edge 2 3) (edge 3 4) (edge 1 3) (edge 2 4) (edge 4 1)
+        (succ 0 1) (succ 1 2) (succ 2 3) (succ 3 4) (succ 4 5) (succ 5 6)
+        (<= (legal r (toggle ?a ?b)) (edge ?a ?b))
+        (<= (legal r wait) (true (step ?n)))
+        (<= (next (open ?a ?b)) (true (open ?a ?b)) (not (does r (toggle ?a ?b))))
+        (<= (next (open ?a ?b)) (edge ?a ?b) (not (true (open ?a ?b))) (does r (toggle ?a ?b)))
+        (<= (next (at ?s)) (true (at ?s)))
+        (<= (next (step ?m)) (true (step ?n)) (succ ?n ?m))
+        (<= (member ?x (cons ?x ?l)))
+        (<= (member ?x (cons ?y ?l)) (member ?x ?l))
+        (<= (path ?x ?x ?visited))
+        (<= (path ?x ?z ?visited)
+            (true (open ?x ?y)) (not (member ?y ?visited)) (path ?y ?z (cons ?y ?visited)))
+        (<= (reaches ?g) (true (at ?s)) (edge ?a ?g) (path ?s ?g (cons ?s nil)))
+        (<= terminal (true (step 6)))
+        (<= (goal r 100) (reaches 4))
+        (<= (goal r 0) (not (reaches 4)))
+    ";
+
+    /// Dropping the terms no caller holds before every query changes no answer, and keeps
+    /// the table smaller than keeping every term made.
+    #[test]
+    fn dropping_terms_changes_no_answer() {
+        let desc = gdl::parse(PATHS).expect("the game parses");
+        let keeping = Reference::new(&desc).expect("the reference takes the game");
+        let dropping = Reference::new(&desc)
+            .expect("the reference takes the game")
+            .with_max_terms(0);
+        let mut engines = vec![
+            crate::compare::cursor(&keeping),
+            crate::compare::cursor(&dropping),
+        ];
+        let report = crate::compare::lockstep(&mut engines, 30, 3, 20).expect("the playouts run");
+        assert!(report.is_clean(), "{report}");
+        assert!(report.states > 100, "too few states compared: {report}");
+        assert!(
+            dropping.terms() < keeping.terms(),
+            "{} terms kept against {}",
+            dropping.terms(),
+            keeping.terms()
+        );
+        // Facts and moves handed out keep their names while later queries drop other terms
+        // and give their ids to new ones: a whole playout's states and moves, named as they
+        // were handed out and again at the end.
+        let names = |m: &Reference, s: &ReferenceState| -> Vec<String> {
+            m.state_facts(s).into_iter().map(|f| m.fact_name(f)).collect()
+        };
+        let role = RoleIdx::from_index(0);
+        let mut state = dropping.initial_state();
+        let mut seen = Vec::new();
+        for step in 0..6 {
+            let moves = dropping.legal_moves(&state, role);
+            let mv = moves[(step * 5) % moves.len()];
+            let next = dropping
+                .next_state_unchecked(&state, &[mv])
+                .expect("a legal move");
+            dropping.is_terminal(&next);
+            dropping.goal_values(&next, role);
+            seen.push((
+                state.clone(),
+                names(&dropping, &state),
+                mv,
+                dropping.move_name(mv),
+            ));
+            state = next;
+        }
+        let mut kept = keeping.initial_state();
+        for (state, facts, mv, name) in &seen {
+            assert_eq!(&names(&dropping, state), facts);
+            assert_eq!(&names(&keeping, &kept), facts);
+            assert_eq!(&dropping.move_name(*mv), name);
+            let same = keeping.find_move(role, name).expect("the move exists");
+            kept = keeping
+                .next_state_unchecked(&kept, &[same])
+                .expect("a legal move");
+        }
     }
 }

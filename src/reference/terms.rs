@@ -16,7 +16,13 @@ struct Node {
     len: u32,
 }
 
-/// The table of ground terms. It only grows: an id, once given, names the same term forever.
+/// Marks a node whose id is free (`Node::start`): the term it held was dropped by
+/// [`Interner::retain`] and the id waits in the free list to name a new term.
+const FREE: u32 = u32::MAX;
+
+/// The table of ground terms. An id names the same term for as long as the term is kept:
+/// [`Interner::retain`] drops the terms no one needs any more, and their ids name new terms
+/// later.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Interner {
     nodes: Vec<Node>,
@@ -24,12 +30,14 @@ pub(crate) struct Interner {
     /// Every term's id, hashed by its functor and argument ids as `nodes` and `args` hold them,
     /// so a term is stored once and found without building a key.
     map: HashTable<TermId>,
+    /// Ids of dropped terms, to be given to new ones.
+    free: Vec<TermId>,
 }
 
 impl Interner {
     /// The id of `functor(args…)`, creating it if new.
     pub(crate) fn intern(&mut self, functor: Symbol, args: &[TermId]) -> TermId {
-        let id = self.nodes.len() as TermId;
+        let id = self.free.last().copied().unwrap_or(self.nodes.len() as TermId);
         let (nodes, all_args) = (&self.nodes, &self.args);
         let parts = |t: TermId| {
             let n = nodes[t as usize];
@@ -48,13 +56,63 @@ impl Interner {
                 slot.insert(id);
             }
         }
-        self.nodes.push(Node {
+        let node = Node {
             functor,
             start: self.args.len() as u32,
             len: args.len() as u32,
-        });
+        };
+        if self.free.pop().is_some() {
+            self.nodes[id as usize] = node;
+        } else {
+            self.nodes.push(node);
+        }
         self.args.extend_from_slice(args);
         id
+    }
+
+    /// Keeps the terms below `permanent`, the terms `roots` yields and every sub-term of
+    /// those, and drops the rest: their ids become free for new terms, their arguments and
+    /// their places in the hash table go. The ids of kept terms do not change.
+    pub(crate) fn retain(&mut self, permanent: TermId, roots: impl IntoIterator<Item = TermId>) {
+        let mut keep = vec![false; self.nodes.len()];
+        let permanent = (permanent as usize).min(self.nodes.len());
+        keep[..permanent].fill(true);
+        let mut stack: Vec<TermId> = roots.into_iter().filter(|&t| self.contains(t)).collect();
+        while let Some(t) = stack.pop() {
+            if !std::mem::replace(&mut keep[t as usize], true) {
+                stack.extend_from_slice(self.args(t));
+            }
+        }
+        // Sub-terms of permanent terms are permanent too: a term's arguments exist before it,
+        // and no id below `permanent` was ever free.
+        while keep.last() == Some(&false) {
+            keep.pop();
+        }
+        let old_args = std::mem::take(&mut self.args);
+        self.nodes.truncate(keep.len());
+        self.free.clear();
+        self.map.clear();
+        for (t, node) in self.nodes.iter_mut().enumerate() {
+            if !keep[t] {
+                node.start = FREE;
+                node.len = 0;
+                self.free.push(t as TermId);
+                continue;
+            }
+            let args = &old_args[node.start as usize..(node.start + node.len) as usize];
+            node.start = self.args.len() as u32;
+            self.args.extend_from_slice(args);
+        }
+        // Lowest ids first, so the table stays dense at its start.
+        self.free.reverse();
+        let (nodes, all_args) = (&self.nodes, &self.args);
+        let hash_of = |t: TermId| {
+            let n = nodes[t as usize];
+            hash_term(n.functor, &all_args[n.start as usize..(n.start + n.len) as usize])
+        };
+        for t in (0..nodes.len() as TermId).filter(|&t| keep[t as usize]) {
+            self.map.insert_unique(hash_of(t), t, |&u| hash_of(u));
+        }
     }
 
     /// The id of `functor(args…)` if that term exists.
@@ -77,12 +135,17 @@ impl Interner {
 
     /// How many terms the table holds.
     pub(crate) fn len(&self) -> usize {
-        self.nodes.len()
+        self.nodes.len() - self.free.len()
     }
 
-    /// Whether `t` is an id of this table.
+    /// One more than the largest id given so far: every id of the table is below it.
+    pub(crate) fn end(&self) -> TermId {
+        self.nodes.len() as TermId
+    }
+
+    /// Whether `t` names a term of this table.
     pub(crate) fn contains(&self, t: TermId) -> bool {
-        (t as usize) < self.nodes.len()
+        self.nodes.get(t as usize).is_some_and(|n| n.start != FREE)
     }
 
     /// Canonical KIF of a term.

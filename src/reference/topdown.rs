@@ -73,6 +73,11 @@ impl Tables {
             .map(|&(_, id)| id)
     }
 
+    /// How many calls have a table.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
     /// Forgets every table but keeps the memory, for the next state.
     pub(crate) fn clear(&mut self) {
         self.map.clear();
