@@ -11,7 +11,9 @@
 //! the name; by default connectFour, breakthrough, speedChess next and legal, reversi and hex
 //! from `../shared/games`), it prints the interpreter's states per second at 64 lanes, and for
 //! each lowering variant the ratio of native code at 64 and 128 lanes to it, with the lowering
-//! time. The variants: `default` (the default options), `noroot` (no `fold_shared`: wide folds
+//! time. The variants: `default` (the default options), `shared` (every entry running the
+//! chunks of the gates it needs, the view's included, as before entries got chunks of their
+//! own), `separate` (every entry with chunks of its own), `noroot` (no `fold_shared`: wide folds
 //! read twice keep their loads out of the operations), `nowindow` (also every slot addressed from
 //! the array's start, no base register following the stores), `every` (also every gate stored
 //! into its slot, as before gates read only within their chunk stayed in registers) and
@@ -26,7 +28,7 @@
 mod differential;
 
 use differential::first_difference;
-use propjet::lower::{self, Options};
+use propjet::lower::{self, Options, Sharing};
 use propjet::{compile, gdl};
 use propjet_runtime::{Entry, Interpreter, Lanes, Native, Program, Rng, Width};
 use std::hint::black_box;
@@ -79,8 +81,18 @@ fn variants() -> Vec<(&'static str, Options)> {
         partial: false,
         ..every.clone()
     };
+    let shared = Options {
+        sharing: Sharing::Shared,
+        ..default.clone()
+    };
+    let separate = Options {
+        sharing: Sharing::Separate,
+        ..default.clone()
+    };
     vec![
         ("default", default),
+        ("shared", shared),
+        ("separate", separate),
         ("noroot", unrooted),
         ("nowindow", unwindowed),
         ("every", every),

@@ -503,6 +503,16 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
                         _ => "direct x86-64",
                     }
                 );
+                let parts: Vec<String> = s
+                    .parts
+                    .iter()
+                    .map(|part| {
+                        let names: Vec<String> =
+                            part.iter().map(|e| format!("{e:?}").to_lowercase()).collect();
+                        names.join("+")
+                    })
+                    .collect();
+                println!("native: entries sharing chunks: {}", parts.join(", "));
                 native = Some(l.native);
             }
             Err(e) => println!("native: not lowered: {e}"),

@@ -396,7 +396,7 @@ fn random_programs_agree_on_aarch64() {
         ("chunk_per_gate", shape(30, 120, &|_| {}), 1),
         ("small_chunks", shape(66, 400, &|_| {}), 25),
         ("wide_fanin", shape(64, 60, &|s| s.wide_gates = 4), 4_096),
-        ("wide_fanin_chunks", shape(64, 200, &|s| s.wide_gates = 6), 300),
+        ("wide_fanin_chunks", shape(64, 200, &|s| s.wide_gates = 6), 200),
         (
             "several_default_chunks",
             shape(500, 12_000, &|s| s.views = 1_000),

@@ -19,7 +19,7 @@ use common::differential::{
     arrays_agree, lanes_agree, machines_agree, random_joint, random_mask, random_state,
 };
 use common::random_program::{random_program, with_opaque, HashedOpaque, Shape};
-use propjet::lower::{self, Backend, LowerError, Options, Regalloc};
+use propjet::lower::{self, Backend, LowerError, Options, Regalloc, Sharing};
 use propjet_runtime::{
     lane_rollouts, machine_rollouts, Engine, Entry, GoalRule, Interpreter, LaneEngine, Lit, Machine,
     MachineError, Native, NativeError, Opaque, PackedState, Plan, Program, Rng, RoleIdx, RolloutSource,
@@ -158,7 +158,7 @@ proptest! {
     /// computes wide gates alone, in twos or in eights, with or without later gates in part,
     /// storing every gate or only those read outside their chunk and the outputs, with or
     /// without a base register following the stores, with or without wide folds read twice
-    /// passed through a block parameter.
+    /// passed through a block parameter, and with each way of sharing chunks between entries.
     #[test]
     fn native_agrees_with_the_interpreter_on_random_programs(
         shape in shape(),
@@ -171,10 +171,14 @@ proptest! {
         store_every_gate: bool,
         window: bool,
         fold_shared: bool,
+        sharing in prop_oneof![
+            Just(Sharing::Auto), Just(Sharing::Separate), Just(Sharing::ViewApart), Just(Sharing::Shared)
+        ],
     ) {
         let program = random_program(&shape, seed);
         let options = Options {
-            backend, keep, cluster, partial, store_every_gate, window, fold_shared, ..options(chunk_cost)
+            backend, keep, cluster, partial, store_every_gate, window, fold_shared, sharing,
+            ..options(chunk_cost)
         };
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
@@ -210,6 +214,35 @@ fn wide_gates_sharing_operands_computed_together_and_in_part() {
                 ..options(Options::default().chunk_cost)
             };
             check(&program, &opts, seed);
+        }
+    }
+}
+
+#[test]
+fn every_way_of_sharing_chunks_between_entries_agrees() {
+    // Each entry with chunks of its own, the view apart, everything shared, and the choice made
+    // per program, with chunks from one gate up to everything in one, so that a gate one entry
+    // keeps in a register is stored by the chunks another entry shares with a third.
+    for seed in 0..12u64 {
+        let mut shape = Shape::sized(30 + 5 * seed as usize, 150 + 40 * seed as usize);
+        shape.views = 20 + 10 * seed as usize;
+        let program = random_program(&shape, seed);
+        for sharing in [
+            Sharing::Auto,
+            Sharing::Separate,
+            Sharing::ViewApart,
+            Sharing::Shared,
+        ] {
+            for chunk_cost in [1, 37, 400, Options::default().chunk_cost] {
+                for backend in [Backend::Cranelift, Backend::Auto] {
+                    let opts = Options {
+                        sharing,
+                        backend,
+                        ..options(chunk_cost)
+                    };
+                    check(&program, &opts, seed);
+                }
+            }
         }
     }
 }

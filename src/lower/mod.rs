@@ -79,6 +79,65 @@ pub enum Regalloc {
     SinglePass,
 }
 
+/// Which entries share code. A gate that several entries need can be compiled once, in a
+/// chunk that each of them runs, but then the entries' chunks are cut by which entries need
+/// each gate, and every gate that a chunk of another such group reads must be stored: on
+/// speedChess, sharing its gates with the terminal and view entries made the legal entry
+/// store 7,146 of its 7,248 gates, where 3,476 are its outputs (`doc/native.md`).
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum Sharing {
+    /// Starting from one part shared by every entry, an entry gets chunks of its own while
+    /// that removes one store that legal, terminal or next run (the entries of every step of a
+    /// playout) for every [`AUTO_GATES_PER_STORE`] gates it adds to the code of each width, and
+    /// the gates compiled per width stay within [`AUTO_MOST_GATES`] (`Plan::auto`; the
+    /// default).
+    #[default]
+    Auto,
+    /// Every entry has chunks of its own, which store only its outputs and what another of its
+    /// chunks reads. A gate that several entries need is compiled for each.
+    Separate,
+    /// The speed entries share chunks among themselves, and the view entry, which is for
+    /// inspection and differential tests, has chunks of its own.
+    ViewApart,
+    /// Every entry, the view included, runs the chunks of the gates it needs, each gate
+    /// compiled once per width: a chunk stores every output of every entry that runs it (the
+    /// layout before [`Sharing::Auto`]).
+    Shared,
+}
+
+/// Every entry.
+const ALL_ENTRIES: u8 = 31;
+
+/// The most gates per width that [`Sharing::Auto`] compiles: it gives no entry chunks of its
+/// own where that would take the gates compiled beyond it. Each gate compiled again costs
+/// about 5–10 µs of lowering per width, so this bounds what splitting adds to about 0.3 s of
+/// one core; hex (48,132 gates), whose view apart would double its lowering to 1.2 s of one
+/// core, and every larger program keep one shared part.
+pub const AUTO_MOST_GATES: usize = 40_000;
+
+/// The most gates per width [`Sharing::Auto`] compiles again for each store it removes from
+/// the entries a playout runs at every step. A heuristic, checked on four games
+/// (`doc/native.md`): connectFour's next entry apart (48 of those stores for 240 gates) made
+/// its 128-lane code 25% faster, speedChess's legal entry apart (3,454 for 7,248) 60% faster,
+/// and reversi's view apart (896 for 16,844) changed nothing but doubled its lowering time.
+pub const AUTO_GATES_PER_STORE: usize = 8;
+
+/// The bit of the view entry in a set of entries.
+const VIEW_BIT: u8 = 1 << 4;
+
+impl Sharing {
+    /// The entries of each part of the plan, unless chosen per program ([`Sharing::Auto`]): a
+    /// part's chunks are run only by its entries, and each entry is in exactly one part.
+    fn parts(self) -> Option<Vec<u8>> {
+        match self {
+            Sharing::Auto => None,
+            Sharing::Separate => Some(Entry::ALL.iter().map(|e| 1 << e.index()).collect()),
+            Sharing::ViewApart => Some(vec![ALL_ENTRIES & !VIEW_BIT, VIEW_BIT]),
+            Sharing::Shared => Some(vec![ALL_ENTRIES]),
+        }
+    }
+}
+
 /// The most gates of a program whose code [`Regalloc::Auto`] has the backtracking allocator
 /// write. Above it, lowering takes over a second on this project's 2-core machine even in
 /// parallel, and is most of the compile time: there the single-pass allocator's halving of it
@@ -129,9 +188,10 @@ pub struct Options {
     /// operands (see `gates.rs`). The direct generator ignores it.
     pub partial: bool,
     /// Whether Cranelift's code stores every gate into its slot, as the interpreter does. By
-    /// default (false) it stores only the outputs of the entries and the gates that another
-    /// chunk reads; a gate read only within its chunk stays in a register unless it must leave
-    /// the registers before its last read. The direct generator stores every gate anyway.
+    /// default (false) it stores only the outputs of the entries that run a chunk and the gates
+    /// that another chunk of the same part reads ([`Sharing`]); a gate read only within its
+    /// chunk stays in a register unless it must leave the registers before its last read. The
+    /// direct generator stores every gate anyway.
     pub store_every_gate: bool,
     /// Whether Cranelift's x86-64 code addresses the slots near the gates it stores from a
     /// base register that follows the stores up the array, with one-byte displacements (3
@@ -143,6 +203,8 @@ pub struct Options {
     /// parameter, so that Cranelift folds the fold's loads into its operations as memory
     /// operands (see `gates::root`). Other ISAs and the direct generator ignore it.
     pub fold_shared: bool,
+    /// Which entries share code (see [`Sharing`]).
+    pub sharing: Sharing,
 }
 
 impl Default for Options {
@@ -161,6 +223,7 @@ impl Default for Options {
             store_every_gate: false,
             window: true,
             fold_shared: true,
+            sharing: Sharing::Auto,
         }
     }
 }
@@ -220,6 +283,9 @@ pub struct LowerStats {
     pub backend: Backend,
     /// Wall time of the whole lowering, building the IR through finalizing the code.
     pub time: Duration,
+    /// The entries that share chunks, in groups: each entry is in one group and runs only
+    /// chunks of its group ([`Sharing`]).
+    pub parts: Vec<Vec<Entry>>,
 }
 
 /// A lowered program and its statistics.
@@ -285,7 +351,13 @@ pub fn lower_with(
     // SSE2, which the direct generator's 128-lane code uses, is part of every x86-64 processor.
     let x128 = options.x128 && (backend == Backend::X64 || supports_x128(&isas.speed));
     let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
-    let plan = Plan::new(&program, options.chunk_cost, widths, options.store_every_gate);
+    let plan = Plan::new(
+        &program,
+        options.chunk_cost,
+        widths,
+        options.store_every_gate,
+        options.sharing,
+    );
     let compiled = compile_parallel(
         &isas,
         &program,
@@ -318,6 +390,7 @@ pub fn lower_with(
         regalloc: options.regalloc,
         backend,
         time: Duration::ZERO,
+        parts: plan.part_entries(),
     };
     // SAFETY: every id in `chunks` was declared and defined in `module` by `define`, and
     // `finalize_definitions` ran after the last definition. Each function has one pointer
@@ -473,86 +546,249 @@ struct Job {
     entries: u8,
     width: Width,
     gates: Vec<u32>,
+    /// Which of [`Plan::stored`] says which of its gates to store.
+    part: usize,
 }
 
 /// What to generate: the functions, in the order every entry runs those it needs.
 ///
-/// Each gate is compiled once per width, however many entries need it. Gates are grouped by
-/// the set of entries that need them (their *signature*), and each group is cut into chunks.
-/// If gate `g` reads gate `h`, every entry needing `g` needs `h`, so the signature of `h`
-/// contains that of `g`: either they are equal (same group, `h < g` in ascending order) or
-/// `h`'s is a strict superset with more entries. Groups ordered by decreasing number of
-/// entries are therefore in dependency order, and each entry runs exactly its own gates by
-/// running, in plan order, the chunks whose signature contains it.
+/// The plan has one or more *parts* ([`Sharing::parts`]), each the chunks of some entries,
+/// with each entry in exactly one part. Within a part, gates are grouped by the set of the
+/// part's entries that need them (their *signature*), and each group is cut into chunks, so
+/// each gate is compiled once per part and width. If gate `g` reads gate `h`, every entry
+/// needing `g` needs `h`, so the signature of `h` contains that of `g`: either they are equal
+/// (same group, `h < g` in ascending order) or `h`'s is a strict superset with more entries.
+/// Groups ordered by decreasing number of entries are therefore in dependency order, and each
+/// entry runs exactly its own gates by running, in plan order, the chunks whose signature
+/// contains it.
 struct Plan {
     jobs: Vec<Job>,
-    /// For each gate, whether its value must be in its slot when its chunk returns: it is an
-    /// output of some entry, or a gate of another chunk reads it. A gate read only within its
-    /// own chunk may stay in a register (`gates.rs` stores it only if it must leave the
-    /// registers before its last read).
-    stored: Vec<bool>,
+    /// For each part and each gate, whether its value must be in its slot when its chunk of
+    /// that part returns: it is an output of an entry of the part, or a gate of another chunk
+    /// of the part reads it. A gate read only within its own chunk may stay in a register
+    /// (`gates.rs` stores it only if it must leave the registers before its last read).
+    stored: Vec<Vec<bool>>,
+    /// The entries of each part.
+    parts: Vec<u8>,
 }
 
 impl Plan {
     /// The plan of `program`'s chunks; with `store_every_gate`, every gate is to be stored.
-    fn new(program: &Program, chunk_cost: usize, widths: &[Width], store_every_gate: bool) -> Plan {
-        let mut signature = vec![0u8; program.num_gates()];
-        for entry in Entry::ALL {
-            for &g in program.gates_of(entry) {
-                signature[g as usize] |= 1 << entry.index();
+    fn new(
+        program: &Program,
+        chunk_cost: usize,
+        widths: &[Width],
+        store_every_gate: bool,
+        sharing: Sharing,
+    ) -> Plan {
+        let needed_by = needed_by(program);
+        let parts = match sharing.parts() {
+            Some(parts) => parts,
+            None => Plan::auto(program, &needed_by, chunk_cost, store_every_gate),
+        };
+        Plan::with_parts(program, &needed_by, chunk_cost, widths, store_every_gate, parts)
+    }
+
+    /// The parts [`Sharing::Auto`] chooses: starting from one part of every entry, of the
+    /// entries whose move to a part of its own removes at least one store that legal,
+    /// terminal or next run per [`AUTO_GATES_PER_STORE`] gates it adds per width, within
+    /// [`AUTO_MOST_GATES`], the one removing the most moves, until none does. Sharing cuts an
+    /// entry's gates into chunks by who else needs them, and every gate read across a cut is
+    /// stored (speedChess's legal entry stored 7,146 of its 7,248 gates sharing with the
+    /// others, 3,692 alone), but a gate compiled for two parts costs lowering time twice.
+    fn auto(program: &Program, needed_by: &[u8], chunk_cost: usize, store_every_gate: bool) -> Vec<u8> {
+        // The stores that legal, terminal and next run under `parts`, and the gates compiled
+        // per width.
+        let cost = |parts: &[u8]| {
+            let plan = Plan::with_parts(
+                program,
+                needed_by,
+                chunk_cost,
+                &[Width::X64],
+                store_every_gate,
+                parts.to_vec(),
+            );
+            let gates: usize = plan.jobs.iter().map(|j| j.gates.len()).sum();
+            (plan.speed_stores(), gates)
+        };
+        let mut parts = vec![ALL_ENTRIES];
+        if program.num_gates() > AUTO_MOST_GATES {
+            return parts;
+        }
+        let (mut stores, mut gates) = cost(&parts);
+        loop {
+            let best = Entry::ALL
+                .iter()
+                .map(|e| 1u8 << e.index())
+                .filter(|&bit| parts[0] & bit != 0 && parts[0] != bit)
+                .map(|bit| {
+                    let mut split = parts.clone();
+                    split[0] &= !bit;
+                    split.push(bit);
+                    (cost(&split), split)
+                })
+                .filter(|&((s, g), _)| {
+                    g <= AUTO_MOST_GATES && s < stores && (stores - s) * AUTO_GATES_PER_STORE >= g - gates
+                })
+                .max_by_key(|&((s, _), _)| stores - s);
+            match best {
+                Some(((s, g), split)) => (parts, stores, gates) = (split, s, g),
+                None => return parts,
             }
         }
-        let mut groups: Vec<u8> = (1..32u8).filter(|sig| signature.contains(sig)).collect();
-        groups.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
+    }
+
+    /// The plan with the given parts (each a set of entries; each entry in exactly one).
+    fn with_parts(
+        program: &Program,
+        needed_by: &[u8],
+        chunk_cost: usize,
+        widths: &[Width],
+        store_every_gate: bool,
+        parts: Vec<u8>,
+    ) -> Plan {
         let mut jobs = Vec::new();
-        // Which chunk computes each gate (the same at every width; `u32::MAX`: no entry needs
-        // the gate, so nothing computes it).
-        let mut chunk_of = vec![u32::MAX; program.num_gates()];
-        let mut chunks = 0u32;
-        for entries in groups {
-            let gates: Vec<u32> = (0..program.num_gates() as u32)
-                .filter(|&g| signature[g as usize] == entries)
-                .collect();
-            let ranges = chunk_ranges(program, &gates, chunk_cost);
-            for range in &ranges {
-                for &g in &gates[range.clone()] {
-                    chunk_of[g as usize] = chunks;
-                }
-                chunks += 1;
+        let mut stored = Vec::new();
+        for &entries in &parts {
+            let mut groups: Vec<Vec<u32>> = vec![Vec::new(); 32];
+            for (g, &n) in needed_by.iter().enumerate() {
+                groups[usize::from(n & entries)].push(g as u32);
             }
-            for &width in widths {
-                for range in &ranges {
-                    jobs.push(Job {
-                        entries,
-                        width,
-                        gates: gates[range.clone()].to_vec(),
-                    });
-                }
+            let mut signatures: Vec<u8> = (1..32u8)
+                .filter(|&s| !groups[usize::from(s)].is_empty())
+                .collect();
+            signatures.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
+            let mut part = Part::new(program, stored.len());
+            for signature in signatures {
+                let gates = std::mem::take(&mut groups[usize::from(signature)]);
+                part.add(program, &mut jobs, signature, gates, chunk_cost, widths);
+            }
+            stored.push(part.stored(program, entries, store_every_gate));
+        }
+        Plan { jobs, stored, parts }
+    }
+
+    /// The entries of each part.
+    fn part_entries(&self) -> Vec<Vec<Entry>> {
+        let of = |bits: u8| {
+            Entry::ALL
+                .into_iter()
+                .filter(|e| bits >> e.index() & 1 == 1)
+                .collect()
+        };
+        self.parts.iter().map(|&bits| of(bits)).collect()
+    }
+
+    /// The stores that the entries a playout runs at every step (legal, terminal, next) run
+    /// at the first width planned, each counted once for every such entry that runs it.
+    fn speed_stores(&self) -> usize {
+        let every_step = [Entry::Legal, Entry::Terminal, Entry::Next]
+            .iter()
+            .fold(0u8, |bits, e| bits | 1 << e.index());
+        let Some(width) = self.jobs.first().map(|j| j.width) else {
+            return 0;
+        };
+        self.jobs
+            .iter()
+            .filter(|j| j.width == width)
+            .map(|j| {
+                let stored = j
+                    .gates
+                    .iter()
+                    .filter(|&&g| self.stored[j.part][g as usize])
+                    .count();
+                stored * (j.entries & every_step).count_ones() as usize
+            })
+            .sum()
+    }
+}
+
+/// For each gate, the set of entries that need it (bit `i` for `Entry::ALL[i]`).
+fn needed_by(program: &Program) -> Vec<u8> {
+    let mut needed_by = vec![0u8; program.num_gates()];
+    for entry in Entry::ALL {
+        for &g in program.gates_of(entry) {
+            needed_by[g as usize] |= 1 << entry.index();
+        }
+    }
+    needed_by
+}
+
+/// The chunks of one part of a [`Plan`] while it is built: which chunk computes each gate.
+struct Part {
+    /// The part's index in the plan.
+    index: usize,
+    /// `u32::MAX`: no chunk of the part computes the gate.
+    chunk_of: Vec<u32>,
+    chunks: u32,
+}
+
+impl Part {
+    fn new(program: &Program, index: usize) -> Part {
+        Part {
+            index,
+            chunk_of: vec![u32::MAX; program.num_gates()],
+            chunks: 0,
+        }
+    }
+
+    /// Cuts `gates` (ascending) into chunks run by `entries` and adds their jobs at every
+    /// width.
+    fn add(
+        &mut self,
+        program: &Program,
+        jobs: &mut Vec<Job>,
+        entries: u8,
+        gates: Vec<u32>,
+        chunk_cost: usize,
+        widths: &[Width],
+    ) {
+        let ranges = chunk_ranges(program, &gates, chunk_cost);
+        for range in &ranges {
+            for &g in &gates[range.clone()] {
+                self.chunk_of[g as usize] = self.chunks;
+            }
+            self.chunks += 1;
+        }
+        for &width in widths {
+            for range in &ranges {
+                jobs.push(Job {
+                    entries,
+                    width,
+                    gates: gates[range.clone()].to_vec(),
+                    part: self.index,
+                });
             }
         }
+    }
+
+    /// Which gates the part's chunks must store: the outputs of `entries` that the part
+    /// computes and every gate that a gate of another chunk of the part reads (every gate with `store_every_gate`).
+    fn stored(&self, program: &Program, entries: u8, store_every_gate: bool) -> Vec<bool> {
         let first = program.first_gate_slot();
         let gate_of = |lit: &Lit| {
             (lit.slot() as usize)
                 .checked_sub(first)
-                .filter(|&g| g < chunk_of.len())
+                .filter(|&g| g < self.chunk_of.len())
         };
         let mut stored = vec![store_every_gate; program.num_gates()];
-        for entry in Entry::ALL {
+        for entry in Entry::ALL.into_iter().filter(|e| entries >> e.index() & 1 == 1) {
             for g in program.outputs(entry).iter().filter_map(gate_of) {
-                stored[g] = true;
+                // An output that another part computes is that part's to store.
+                stored[g] |= self.chunk_of[g] != u32::MAX;
             }
         }
-        for (g, &chunk) in chunk_of.iter().enumerate() {
+        for (g, &chunk) in self.chunk_of.iter().enumerate() {
             if chunk == u32::MAX {
                 continue;
             }
             for h in program.gate_operands(g).unwrap_or(&[]).iter().filter_map(gate_of) {
-                if chunk_of[h] != chunk {
+                if self.chunk_of[h] != chunk {
                     stored[h] = true;
                 }
             }
         }
-        Plan { jobs, stored }
+        stored
     }
 }
 
@@ -587,7 +823,15 @@ fn compile_parallel(
                     alignment: 16,
                 })
             } else {
-                compile_job(isas, &mut ctx, &mut fctx, program, job, &plan.stored, shape)
+                compile_job(
+                    isas,
+                    &mut ctx,
+                    &mut fctx,
+                    program,
+                    job,
+                    &plan.stored[job.part],
+                    shape,
+                )
             };
             let result = result.map_err(|message| LowerError::Codegen {
                 what: format!(
@@ -919,72 +1163,155 @@ mod tests {
         program
     }
 
+    const MODES: [Sharing; 4] = [
+        Sharing::Auto,
+        Sharing::Separate,
+        Sharing::ViewApart,
+        Sharing::Shared,
+    ];
+
+    fn plan(program: &Program, budget: usize, every: bool, sharing: Sharing) -> Plan {
+        Plan::new(program, budget, &Width::ALL, every, sharing)
+    }
+
     #[test]
-    fn only_outputs_and_gates_read_by_another_chunk_must_be_stored() {
+    fn only_outputs_and_gates_read_by_another_chunk_of_the_part_must_be_stored() {
+        let (no, yes) = (false, true);
+        let none = vec![no; 4];
         // g0 is read by g1 (next) and g2 by g3 (the view): in one chunk per entry, neither
         // needs its slot; with one gate per chunk both do, and outputs always do.
         let program = two_cones(vec![Lit::pos(6)]);
         assert_eq!(
-            Plan::new(&program, 100, &Width::ALL, false).stored,
-            vec![false, true, false, true]
+            plan(&program, 100, false, Sharing::Shared).stored,
+            vec![vec![no, yes, no, yes]]
         );
-        assert_eq!(Plan::new(&program, 1, &Width::ALL, false).stored, vec![true; 4]);
-        assert_eq!(Plan::new(&program, 100, &Width::ALL, true).stored, vec![true; 4]);
-        // A view of g0 makes it an output.
+        assert_eq!(
+            plan(&program, 1, false, Sharing::Shared).stored,
+            vec![vec![yes; 4]]
+        );
+        assert_eq!(
+            plan(&program, 100, true, Sharing::Shared).stored,
+            vec![vec![yes; 4]]
+        );
+        let (next, view) = (vec![no, yes, no, no], vec![no, no, no, yes]);
+        assert_eq!(
+            plan(&program, 100, false, Sharing::ViewApart).stored,
+            vec![next.clone(), view.clone()]
+        );
+        assert_eq!(
+            plan(&program, 100, false, Sharing::Separate).stored,
+            vec![none.clone(), none.clone(), none.clone(), next.clone(), view]
+        );
+        // A view of g0 makes it an output of the view, which the next entry's chunks no
+        // longer store when the view has chunks of its own.
         let program = two_cones(vec![Lit::neg(3), Lit::pos(6)]);
         assert_eq!(
-            Plan::new(&program, 100, &Width::ALL, false).stored,
-            vec![true, true, false, true]
+            plan(&program, 100, false, Sharing::Shared).stored,
+            vec![vec![yes, yes, no, yes]]
+        );
+        let view = vec![yes, no, no, yes];
+        assert_eq!(
+            plan(&program, 100, false, Sharing::ViewApart).stored,
+            vec![next.clone(), view.clone()]
+        );
+        // With g2 reading g0 instead of the base, g0 is needed by next and the view, and g1
+        // (next alone) reads it: sharing cuts them into two chunks, so g0 is stored for g1.
+        let mut program = two_cones(vec![Lit::pos(6)]);
+        program.operands[2] = Lit::pos(3);
+        program.compute_entry_gates();
+        assert_eq!(
+            plan(&program, 100, false, Sharing::Shared).stored,
+            vec![vec![yes, yes, no, yes]]
+        );
+        assert_eq!(
+            plan(&program, 100, false, Sharing::Separate).stored,
+            vec![none.clone(), none.clone(), none, next, vec![no, no, no, yes]]
         );
     }
 
-    /// The gates `entry` runs under `plan` at `width`, in order.
-    fn run_order(plan: &Plan, entry: Entry, width: Width) -> Vec<u32> {
-        plan.jobs
+    /// Runs the chunks of `entry` under `plan` at `width` symbolically and checks that each
+    /// gate it computes is one of the entry's, computed after the gates it reads (in the same
+    /// chunk, or stored by an earlier one), that it computes every gate of the entry, and that
+    /// every output of the entry is in memory at the end.
+    fn check_run(program: &Program, plan: &Plan, entry: Entry, width: Width) {
+        let first = program.first_gate_slot();
+        let gate_of = |lit: &Lit| (lit.slot() as usize).checked_sub(first);
+        let mut memory = vec![false; program.num_gates()];
+        let mut computed = vec![false; program.num_gates()];
+        let jobs = plan
+            .jobs
             .iter()
-            .filter(|j| j.width == width && j.entries >> entry.index() & 1 == 1)
-            .flat_map(|j| j.gates.iter().copied())
-            .collect()
+            .filter(|j| j.width == width && j.entries >> entry.index() & 1 == 1);
+        for job in jobs {
+            let mut here = vec![false; program.num_gates()];
+            for &g in &job.gates {
+                let g = g as usize;
+                assert!(
+                    program.gates_of(entry).contains(&(g as u32)),
+                    "{entry:?} runs {g}"
+                );
+                for h in program
+                    .gate_operands(g)
+                    .expect("in bounds")
+                    .iter()
+                    .filter_map(gate_of)
+                {
+                    assert!(here[h] || memory[h], "{entry:?}: gate {g} reads {h}, not there");
+                }
+                here[g] = true;
+                computed[g] = true;
+            }
+            for &g in &job.gates {
+                memory[g as usize] |= plan.stored[job.part][g as usize];
+            }
+        }
+        for &g in program.gates_of(entry) {
+            assert!(computed[g as usize], "{entry:?} does not compute {g}");
+        }
+        for g in program.outputs(entry).iter().filter_map(gate_of) {
+            assert!(memory[g], "{entry:?} leaves its output {g} out of memory");
+        }
     }
 
     #[test]
-    fn every_entry_runs_exactly_its_gates_after_their_operands_and_each_gate_is_compiled_once() {
+    fn every_entry_computes_exactly_its_gates_after_their_operands_and_each_part_compiles_a_gate_once() {
         for views in [
             vec![Lit::pos(4), Lit::pos(5)],
             vec![Lit::pos(6)],
             vec![Lit::pos(3)],
+            vec![Lit::neg(3), Lit::pos(4), Lit::pos(6)],
         ] {
-            let program = two_cones(views);
-            for budget in [1, 3, 100] {
-                let plan = Plan::new(&program, budget, &Width::ALL, false);
-                for width in Width::ALL {
-                    for entry in Entry::ALL {
-                        let order = run_order(&plan, entry, width);
-                        let mut sorted = order.clone();
-                        sorted.sort_unstable();
-                        assert_eq!(sorted, program.gates_of(entry), "{entry:?}");
-                        for (i, &g) in order.iter().enumerate() {
-                            for lit in program.gate_operands(g as usize).expect("in bounds") {
-                                if let Some(h) = (lit.slot() as usize).checked_sub(program.first_gate_slot())
-                                {
-                                    assert!(
-                                        order[..i].contains(&(h as u32)),
-                                        "{entry:?}: gate {g} before {h}"
-                                    );
+            let mut shared_operand = two_cones(views.clone());
+            shared_operand.operands[2] = Lit::pos(3);
+            shared_operand.compute_entry_gates();
+            for program in [two_cones(views), shared_operand] {
+                for sharing in MODES {
+                    for budget in [1, 3, 100] {
+                        for every in [false, true] {
+                            let plan = plan(&program, budget, every, sharing);
+                            for width in Width::ALL {
+                                for entry in Entry::ALL {
+                                    check_run(&program, &plan, entry, width);
                                 }
+                                for part in 0..plan.stored.len() {
+                                    let mut compiled: Vec<u32> = plan
+                                        .jobs
+                                        .iter()
+                                        .filter(|j| j.width == width && j.part == part)
+                                        .flat_map(|j| j.gates.iter().copied())
+                                        .collect();
+                                    compiled.sort_unstable();
+                                    let before = compiled.len();
+                                    compiled.dedup();
+                                    assert_eq!(before, compiled.len(), "a gate is compiled twice");
+                                }
+                            }
+                            // Each entry runs the chunks of one part only.
+                            for job in &plan.jobs {
+                                assert_eq!(job.entries & !plan.parts[job.part], 0);
                             }
                         }
                     }
-                    let mut compiled: Vec<u32> = plan
-                        .jobs
-                        .iter()
-                        .filter(|j| j.width == width)
-                        .flat_map(|j| j.gates.iter().copied())
-                        .collect();
-                    compiled.sort_unstable();
-                    let before = compiled.len();
-                    compiled.dedup();
-                    assert_eq!(before, compiled.len(), "a gate is compiled twice");
                 }
             }
         }

@@ -154,7 +154,13 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
     };
     let x128 = options.x128 && supports_x128(&isas.speed);
     let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
-    let plan = Plan::new(program, options.chunk_cost, widths, options.store_every_gate);
+    let plan = Plan::new(
+        program,
+        options.chunk_cost,
+        widths,
+        options.store_every_gate,
+        options.sharing,
+    );
     let compiled = compile_parallel(
         &isas,
         program,
@@ -277,6 +283,7 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
             regalloc: options.regalloc,
             time: start.elapsed(),
             backend: Backend::Cranelift,
+            parts: plan.part_entries(),
         },
     })
 }
