@@ -70,7 +70,8 @@ pub struct RuleCost {
     pub derived: usize,
     /// Time spent instantiating it.
     pub instantiate: Duration,
-    /// Ground rules it gave, auxiliary ones included (before duplicates are removed).
+    /// Ground rules it gave, auxiliary ones included (an atom identified with another counts one
+    /// rule; before duplicates are removed).
     pub rules: usize,
 }
 
@@ -863,7 +864,11 @@ impl<'d> Grounder<'d> {
             staged: GroundRules::new(),
             alias: Vec::new(),
             known: FxHashMap::default(),
+            settled: Vec::new(),
+            settled_upto: 0,
             body: Vec::new(),
+            scratch: Vec::new(),
+            ranges: Vec::new(),
         };
         let mut next_aux = 0u32;
         let cx = KindCx {
@@ -902,7 +907,7 @@ impl<'d> Grounder<'d> {
             let head_rel = conj.head.rel;
             self.check_time(head_rel)?;
             let clock = Instant::now();
-            let rules_before = out.staged.len();
+            let rules_before = out.rules.len() + out.staged.len();
             let plan = join::plan(
                 conj,
                 None,
@@ -954,7 +959,7 @@ impl<'d> Grounder<'d> {
                 Err(Stop::Error(e)) => return Err(e),
             }
             out.add_aux_rules(&mut aux_rules, &mut aux_lits, &self.store, &cx, limits, name)?;
-            let made = out.staged.len() - rules_before;
+            let made = out.rules.len() + out.staged.len() - rules_before;
             if last {
                 out.settle()?;
             }
@@ -1069,8 +1074,16 @@ struct Out {
     /// The view atoms settled with an acyclic definition, by a hash of their rules' bodies:
     /// the atom and the range of its rules in `rules`.
     known: FxHashMap<u64, (AtomId, u32, u32)>,
+    /// For each atom, whether its identity is final: inputs, the atoms of components settled
+    /// already, and auxiliary atoms settled as they came (see `Out::add_aux_rules`).
+    settled: Vec<bool>,
+    /// The atoms below this number were all settled with a component.
+    settled_upto: usize,
     /// The body of the rule being added, reused from rule to rule.
     body: Vec<GroundLit>,
+    /// Scratch space for settling one atom: its bodies one after another, and where each is.
+    scratch: Vec<GroundLit>,
+    ranges: Vec<(usize, usize)>,
 }
 
 impl Out {
@@ -1086,6 +1099,7 @@ impl Out {
             text: format!("(;aux {n})"),
         });
         self.alias.push(id);
+        self.settled.push(false);
         self.aux_of.insert(n, id);
         id
     }
@@ -1101,12 +1115,61 @@ impl Out {
         limits: &GroundLimits,
         name: &str,
     ) -> Result<(), GroundError> {
+        // An auxiliary atom's rules come one after another, all at once. When every atom they
+        // read is settled (in chess, the check test's rays, from components instantiated
+        // before), the atom is settled at once rather than staged: most of chess's are
+        // identified with an atom of another family, and never take room in `staged`.
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut ranges = std::mem::take(&mut self.ranges);
         let mut start = 0;
-        for &(n, end) in rules.iter() {
+        let mut i = 0;
+        while i < rules.len() {
+            let n = rules[i].0;
             let head = self.aux(n);
-            self.add_rule(head, &lits[start..end], store, cx, limits, name)?;
-            start = end;
+            let j = i + rules[i..].iter().take_while(|&&(m, _)| m == n).count();
+            let first = start;
+            let mut ready = true;
+            scratch.clear();
+            ranges.clear();
+            for &(_, end) in &rules[i..j] {
+                let s = scratch.len();
+                for l in &lits[start..end] {
+                    let atom = if l.rel == AUX {
+                        self.aux(l.atom)
+                    } else {
+                        self.atom(l.atom, l.rel, store, cx)?
+                    };
+                    if atom.0 > GroundLit::MAX_ATOM {
+                        return Err(limit("atoms in a literal", GroundLit::MAX_ATOM as usize, name));
+                    }
+                    ready &= self.settled[atom.index()];
+                    scratch.push(GroundLit::new(self.alias[atom.index()], l.negated));
+                }
+                if normalize_body(&mut scratch, s) {
+                    ranges.push((s, scratch.len()));
+                }
+                start = end;
+            }
+            if ready {
+                self.settle_atom(head, &scratch, &mut ranges, true)?;
+                self.settled[head.index()] = true;
+                if self.rules.len() + self.staged.len() > limits.max_rules {
+                    return Err(limit("max_rules", limits.max_rules, name));
+                }
+                if self.rules.literals() + self.staged.literals() > limits.max_literals {
+                    return Err(limit("max_literals", limits.max_literals, name));
+                }
+            } else {
+                let mut from = first;
+                for &(_, end) in &rules[i..j] {
+                    self.add_rule(head, &lits[from..end], store, cx, limits, name)?;
+                    from = end;
+                }
+            }
+            i = j;
         }
+        self.scratch = scratch;
+        self.ranges = ranges;
         rules.clear();
         lits.clear();
         Ok(())
@@ -1208,8 +1271,8 @@ impl Out {
             })
             .collect();
         drop(local);
-        let mut lits: Vec<GroundLit> = Vec::new();
-        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        let mut lits = std::mem::take(&mut self.scratch);
+        let mut ranges = std::mem::take(&mut self.ranges);
         for comp in components(&deps) {
             let acyclic = comp.len() == 1 && !deps[comp[0] as usize].contains(&comp[0]);
             for &l in &comp {
@@ -1224,57 +1287,66 @@ impl Out {
                             .iter()
                             .map(|lit| GroundLit::new(self.alias[lit.atom().index()], lit.negated())),
                     );
-                    lits[s..].sort_unstable();
-                    let mut w = s;
-                    for i in s..lits.len() {
-                        if w == s || lits[i] != lits[w - 1] {
-                            lits[w] = lits[i];
-                            w += 1;
-                        }
-                    }
-                    lits.truncate(w);
-                    // Two atoms identified may leave both x and (not x): the rule never fires.
-                    if lits[s..].windows(2).any(|p| p[0].atom() == p[1].atom()) {
-                        lits.truncate(s);
-                        continue;
-                    }
-                    ranges.push((s, lits.len()));
-                }
-                ranges.sort_unstable_by(|a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
-                ranges.dedup_by(|a, b| lits[a.0..a.1] == lits[b.0..b.1]);
-                let view = acyclic && self.atoms[head.index()].kind == AtomKind::View;
-                let key = view.then(|| {
-                    let mut h = rustc_hash::FxHasher::default();
-                    h.write_usize(ranges.len());
-                    for &(s, e) in &ranges {
-                        h.write_usize(e - s);
-                        for lit in &lits[s..e] {
-                            h.write_u32(lit.atom().0 << 1 | lit.negated() as u32);
-                        }
-                    }
-                    h.finish()
-                });
-                if let Some(&(rep, first, end)) = key.and_then(|k| self.known.get(&k)) {
-                    let same = (end - first) as usize == ranges.len()
-                        && (first..end)
-                            .zip(&ranges)
-                            .all(|(r, &(s, e))| self.rules.body(r as usize) == &lits[s..e]);
-                    if same {
-                        self.alias[head.index()] = rep;
-                        self.push_settled(head, &[GroundLit::new(rep, false)])?;
-                        continue;
+                    if normalize_body(&mut lits, s) {
+                        ranges.push((s, lits.len()));
                     }
                 }
-                let first = self.rules.len() as u32;
-                for &(s, e) in &ranges {
-                    self.push_settled(head, &lits[s..e])?;
-                }
-                if let Some(k) = key {
-                    self.known
-                        .entry(k)
-                        .or_insert((head, first, self.rules.len() as u32));
+                self.settle_atom(head, &lits, &mut ranges, acyclic)?;
+            }
+        }
+        self.scratch = lits;
+        self.ranges = ranges;
+        // Every atom made so far has its final identity: later components only read them.
+        for settled in &mut self.settled[self.settled_upto..] {
+            *settled = true;
+        }
+        self.settled_upto = self.settled.len();
+        Ok(())
+    }
+
+    /// Settles `head`, whose bodies (read through the settled identities, each sorted without
+    /// repeats) are `lits[s..e]` for each `(s, e)` of `ranges`: identifies it with an earlier
+    /// view atom of the same bodies when `identify` and it is a view atom (one rule naming that
+    /// atom), or adds its rules.
+    fn settle_atom(
+        &mut self,
+        head: AtomId,
+        lits: &[GroundLit],
+        ranges: &mut Vec<(usize, usize)>,
+        identify: bool,
+    ) -> Result<(), GroundError> {
+        ranges.sort_unstable_by(|a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
+        ranges.dedup_by(|a, b| lits[a.0..a.1] == lits[b.0..b.1]);
+        let view = identify && self.atoms[head.index()].kind == AtomKind::View;
+        let key = view.then(|| {
+            let mut h = rustc_hash::FxHasher::default();
+            h.write_usize(ranges.len());
+            for &(s, e) in ranges.iter() {
+                h.write_usize(e - s);
+                for lit in &lits[s..e] {
+                    h.write_u32(lit.atom().0 << 1 | lit.negated() as u32);
                 }
             }
+            h.finish()
+        });
+        if let Some(&(rep, first, end)) = key.and_then(|k| self.known.get(&k)) {
+            let same = (end - first) as usize == ranges.len()
+                && (first..end)
+                    .zip(ranges.iter())
+                    .all(|(r, &(s, e))| self.rules.body(r as usize) == &lits[s..e]);
+            if same {
+                self.alias[head.index()] = rep;
+                return self.push_settled(head, &[GroundLit::new(rep, false)]);
+            }
+        }
+        let first = self.rules.len() as u32;
+        for &(s, e) in ranges.iter() {
+            self.push_settled(head, &lits[s..e])?;
+        }
+        if let Some(k) = key {
+            self.known
+                .entry(k)
+                .or_insert((head, first, self.rules.len() as u32));
         }
         Ok(())
     }
@@ -1342,8 +1414,11 @@ impl Out {
             (AtomKind::View, store.text(t, symbols))
         };
         let id = AtomId::from_index(self.atoms.len());
+        // Inputs and opaque atoms are heads of no rule: what they are is settled at once.
+        let input = matches!(kind, AtomKind::True | AtomKind::Does { .. } | AtomKind::Opaque);
         self.atoms.push(GroundAtom { kind, text });
         self.alias.push(id);
+        self.settled.push(input);
         if self.atom_of.len() <= t as usize {
             self.atom_of.resize(store.len().max(t as usize + 1), u32::MAX);
         }
@@ -1420,6 +1495,25 @@ fn intern_ground(store: &mut TermStore, t: &Term) -> Option<TermId> {
             Some(store.intern(*f, &ids?))
         }
     }
+}
+
+/// Sorts the body `lits[s..]` and removes repeated literals; returns whether it can hold (a
+/// body with both `x` and `(not x)` never does, and is removed too).
+fn normalize_body(lits: &mut Vec<GroundLit>, s: usize) -> bool {
+    lits[s..].sort_unstable();
+    let mut w = s;
+    for i in s..lits.len() {
+        if w == s || lits[i] != lits[w - 1] {
+            lits[w] = lits[i];
+            w += 1;
+        }
+    }
+    lits.truncate(w);
+    if lits[s..].windows(2).any(|p| p[0].atom() == p[1].atom()) {
+        lits.truncate(s);
+        return false;
+    }
+    true
 }
 
 /// The rules to instantiate (`rules_of`, by relation), one group per strongly connected
