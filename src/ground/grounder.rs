@@ -863,6 +863,7 @@ impl<'d> Grounder<'d> {
             rules: GroundRules::new(),
             staged: GroundRules::new(),
             alias: Vec::new(),
+            term_of: Vec::new(),
             known: FxHashMap::default(),
             settled: Vec::new(),
             settled_upto: 0,
@@ -871,6 +872,8 @@ impl<'d> Grounder<'d> {
             ranges: Vec::new(),
         };
         let mut next_aux = 0u32;
+        // The identities settled so far, by term, for the joins (`Exec::canon`).
+        let mut canon: Vec<u32> = Vec::new();
         let cx = KindCx {
             k,
             role_index: &self.role_index,
@@ -928,6 +931,7 @@ impl<'d> Grounder<'d> {
                 self.deadline,
             );
             exec.aux_count = next_aux;
+            exec.canon = &canon;
             let result = exec.run(conj, &plan, &mut |ex: &mut Exec| {
                 let Some(head) = ex.find_atom(&conj.head).filter(|&t| ex.store.holds(t)) else {
                     // Only `legal` and `goal` atoms of non-roles are left out of their relations.
@@ -961,7 +965,7 @@ impl<'d> Grounder<'d> {
             out.add_aux_rules(&mut aux_rules, &mut aux_lits, &self.store, &cx, limits, name)?;
             let made = out.rules.len() + out.staged.len() - rules_before;
             if last {
-                out.settle()?;
+                out.settle(&mut canon)?;
             }
             if let Some(i) = conj.rule {
                 let cost = &mut self.costs[i];
@@ -1071,6 +1075,9 @@ struct Out {
     /// For each atom, the atom it is identified with: itself, or an earlier view atom with the
     /// same ground definition.
     alias: Vec<AtomId>,
+    /// For each atom, its term (`u32::MAX` for an auxiliary atom), to tell the joins the
+    /// identities settled (`Exec::canon`).
+    term_of: Vec<TermId>,
     /// The view atoms settled with an acyclic definition, by a hash of their rules' bodies:
     /// the atom and the range of its rules in `rules`.
     known: FxHashMap<u64, (AtomId, u32, u32)>,
@@ -1099,6 +1106,7 @@ impl Out {
             text: format!("(;aux {n})"),
         });
         self.alias.push(id);
+        self.term_of.push(u32::MAX);
         self.settled.push(false);
         self.aux_of.insert(n, id);
         id
@@ -1225,7 +1233,7 @@ impl Out {
     /// identified, and so are the check tests built from them. Only acyclic definitions are
     /// identified: an atom on a cycle of the ground rules is settled as it is, so the
     /// identification holds by induction over the dependency order in every state.
-    fn settle(&mut self) -> Result<(), GroundError> {
+    fn settle(&mut self, canon: &mut Vec<u32>) -> Result<(), GroundError> {
         let staged = std::mem::take(&mut self.staged);
         // The heads, numbered locally in order of first rule, and their rules by a counting sort.
         const NONE: u32 = u32::MAX;
@@ -1297,8 +1305,15 @@ impl Out {
         self.scratch = lits;
         self.ranges = ranges;
         // Every atom made so far has its final identity: later components only read them.
-        for settled in &mut self.settled[self.settled_upto..] {
-            *settled = true;
+        for a in self.settled_upto..self.settled.len() {
+            self.settled[a] = true;
+            let t = self.term_of[a];
+            if t != u32::MAX {
+                if canon.len() <= t as usize {
+                    canon.resize(t as usize + 1, u32::MAX);
+                }
+                canon[t as usize] = self.alias[a].0;
+            }
         }
         self.settled_upto = self.settled.len();
         Ok(())
@@ -1418,6 +1433,7 @@ impl Out {
         let input = matches!(kind, AtomKind::True | AtomKind::Does { .. } | AtomKind::Opaque);
         self.atoms.push(GroundAtom { kind, text });
         self.alias.push(id);
+        self.term_of.push(t);
         self.settled.push(input);
         if self.atom_of.len() <= t as usize {
             self.atom_of.resize(store.len().max(t as usize + 1), u32::MAX);
