@@ -12,6 +12,7 @@ use super::types::{
 use super::GroundError;
 use crate::gdl::{Description, Term};
 use rustc_hash::FxHashMap;
+use std::hash::Hasher;
 use std::time::{Duration, Instant};
 
 /// The relations GDL gives a meaning to.
@@ -69,7 +70,8 @@ pub struct RuleCost {
     pub derived: usize,
     /// Time spent instantiating it.
     pub instantiate: Duration,
-    /// Ground rules it gave, auxiliary ones included (before duplicates are removed).
+    /// Ground rules it gave, auxiliary ones included (an atom identified with another counts one
+    /// rule; before duplicates are removed).
     pub rules: usize,
 }
 
@@ -859,24 +861,56 @@ impl<'d> Grounder<'d> {
             aux_of: FxHashMap::default(),
             atoms: Vec::new(),
             rules: GroundRules::new(),
+            staged: GroundRules::new(),
+            alias: Vec::new(),
+            term_of: Vec::new(),
+            known: FxHashMap::default(),
+            settled: Vec::new(),
+            settled_upto: 0,
             body: Vec::new(),
+            scratch: Vec::new(),
+            ranges: Vec::new(),
         };
         let mut next_aux = 0u32;
+        // The identities settled so far, by term, for the joins (`Exec::canon`).
+        let mut canon: Vec<u32> = Vec::new();
         let cx = KindCx {
             k,
             role_index: &self.role_index,
             desc: self.desc,
             opaque: &self.opaque,
         };
-        for ci in 0..self.conjs.len() {
-            let conj = &self.conjs[ci];
-            let head_rel = conj.head.rel;
-            if conj.rule.is_none() || conj.magic || !self.output[head_rel as usize] {
+        // Relations are instantiated dependencies first, so that when the rules of one are
+        // settled (`Out::settle`), every atom their bodies read from other relations already has
+        // its final identity.
+        let instantiated = |c: &Conj| c.rule.is_some() && !c.magic && self.output[c.head.rel as usize];
+        let mut deps: Vec<Vec<RelId>> = vec![Vec::new(); n];
+        let mut rules_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (ci, c) in self.conjs.iter().enumerate() {
+            if !instantiated(c) {
                 continue;
             }
+            rules_of[c.head.rel as usize].push(ci);
+            for item in &c.body {
+                if let Item::Pos(a) | Item::Neg(a) = item {
+                    if self.output[a.rel as usize] {
+                        deps[c.head.rel as usize].push(a.rel);
+                    }
+                }
+            }
+        }
+        let order = rule_order(&deps, &rules_of);
+        drop(rules_of);
+        for (ci, last) in order.iter().flat_map(|cis| {
+            cis.iter()
+                .enumerate()
+                .map(move |(i, &ci)| (ci, i + 1 == cis.len()))
+        }) {
+            let conj = &self.conjs[ci];
+            let head_rel = conj.head.rel;
             self.check_time(head_rel)?;
             let clock = Instant::now();
-            let rules_before = out.rules.len();
+            let rules_before = out.rules.len() + out.staged.len();
             let plan = join::plan(
                 conj,
                 None,
@@ -897,6 +931,7 @@ impl<'d> Grounder<'d> {
                 self.deadline,
             );
             exec.aux_count = next_aux;
+            exec.canon = &canon;
             let result = exec.run(conj, &plan, &mut |ex: &mut Exec| {
                 let Some(head) = ex.find_atom(&conj.head).filter(|&t| ex.store.holds(t)) else {
                     // Only `legal` and `goal` atoms of non-roles are left out of their relations.
@@ -928,10 +963,14 @@ impl<'d> Grounder<'d> {
                 Err(Stop::Error(e)) => return Err(e),
             }
             out.add_aux_rules(&mut aux_rules, &mut aux_lits, &self.store, &cx, limits, name)?;
+            let made = out.rules.len() + out.staged.len() - rules_before;
+            if last {
+                out.settle(&mut canon)?;
+            }
             if let Some(i) = conj.rule {
                 let cost = &mut self.costs[i];
                 cost.instantiate += clock.elapsed();
-                cost.rules += out.rules.len() - rules_before;
+                cost.rules += made;
             }
         }
 
@@ -1028,10 +1067,30 @@ struct Out {
     atom_of: Vec<u32>,
     aux_of: FxHashMap<u32, AtomId>,
     atoms: Vec<GroundAtom>,
-    /// The rules so far, possibly with repeats (removed at the end).
+    /// The rules settled so far, possibly with repeats (removed at the end).
     rules: GroundRules,
+    /// The rules of the strongly connected component of relations being instantiated, whose
+    /// heads do not have their final identity yet (see `Out::settle`).
+    staged: GroundRules,
+    /// For each atom, the atom it is identified with: itself, or an earlier view atom with the
+    /// same ground definition.
+    alias: Vec<AtomId>,
+    /// For each atom, its term (`u32::MAX` for an auxiliary atom), to tell the joins the
+    /// identities settled (`Exec::canon`).
+    term_of: Vec<TermId>,
+    /// The view atoms settled with an acyclic definition, by a hash of their rules' bodies:
+    /// the atom and the range of its rules in `rules`.
+    known: FxHashMap<u64, (AtomId, u32, u32)>,
+    /// For each atom, whether its identity is final: inputs, the atoms of components settled
+    /// already, and auxiliary atoms settled as they came (see `Out::add_aux_rules`).
+    settled: Vec<bool>,
+    /// The atoms below this number were all settled with a component.
+    settled_upto: usize,
     /// The body of the rule being added, reused from rule to rule.
     body: Vec<GroundLit>,
+    /// Scratch space for settling one atom: its bodies one after another, and where each is.
+    scratch: Vec<GroundLit>,
+    ranges: Vec<(usize, usize)>,
 }
 
 impl Out {
@@ -1046,6 +1105,9 @@ impl Out {
             kind: AtomKind::View,
             text: format!("(;aux {n})"),
         });
+        self.alias.push(id);
+        self.term_of.push(u32::MAX);
+        self.settled.push(false);
         self.aux_of.insert(n, id);
         id
     }
@@ -1061,12 +1123,61 @@ impl Out {
         limits: &GroundLimits,
         name: &str,
     ) -> Result<(), GroundError> {
+        // An auxiliary atom's rules come one after another, all at once. When every atom they
+        // read is settled (in chess, the check test's rays, from components instantiated
+        // before), the atom is settled at once rather than staged: most of chess's are
+        // identified with an atom of another family, and never take room in `staged`.
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut ranges = std::mem::take(&mut self.ranges);
         let mut start = 0;
-        for &(n, end) in rules.iter() {
+        let mut i = 0;
+        while i < rules.len() {
+            let n = rules[i].0;
             let head = self.aux(n);
-            self.add_rule(head, &lits[start..end], store, cx, limits, name)?;
-            start = end;
+            let j = i + rules[i..].iter().take_while(|&&(m, _)| m == n).count();
+            let first = start;
+            let mut ready = true;
+            scratch.clear();
+            ranges.clear();
+            for &(_, end) in &rules[i..j] {
+                let s = scratch.len();
+                for l in &lits[start..end] {
+                    let atom = if l.rel == AUX {
+                        self.aux(l.atom)
+                    } else {
+                        self.atom(l.atom, l.rel, store, cx)?
+                    };
+                    if atom.0 > GroundLit::MAX_ATOM {
+                        return Err(limit("atoms in a literal", GroundLit::MAX_ATOM as usize, name));
+                    }
+                    ready &= self.settled[atom.index()];
+                    scratch.push(GroundLit::new(self.alias[atom.index()], l.negated));
+                }
+                if normalize_body(&mut scratch, s) {
+                    ranges.push((s, scratch.len()));
+                }
+                start = end;
+            }
+            if ready {
+                self.settle_atom(head, &scratch, &mut ranges, true)?;
+                self.settled[head.index()] = true;
+                if self.rules.len() + self.staged.len() > limits.max_rules {
+                    return Err(limit("max_rules", limits.max_rules, name));
+                }
+                if self.rules.literals() + self.staged.literals() > limits.max_literals {
+                    return Err(limit("max_literals", limits.max_literals, name));
+                }
+            } else {
+                let mut from = first;
+                for &(_, end) in &rules[i..j] {
+                    self.add_rule(head, &lits[from..end], store, cx, limits, name)?;
+                    from = end;
+                }
+            }
+            i = j;
         }
+        self.scratch = scratch;
+        self.ranges = ranges;
         rules.clear();
         lits.clear();
         Ok(())
@@ -1100,15 +1211,171 @@ impl Out {
         body.dedup();
         let contradictory = body.windows(2).any(|w| w[0].atom() == w[1].atom());
         // A body that does not fit the literals' array is reported as the limit on literals.
-        let fits = contradictory || self.rules.push(head, &body).is_some();
+        let fits = contradictory || self.staged.push(head, &body).is_some();
         self.body = body;
-        if !fits || self.rules.literals() > limits.max_literals {
+        if !fits || self.rules.literals() + self.staged.literals() > limits.max_literals {
             return Err(limit("max_literals", limits.max_literals, name));
         }
-        if self.rules.len() > limits.max_rules {
+        if self.rules.len() + self.staged.len() > limits.max_rules {
             return Err(limit("max_rules", limits.max_rules, name));
         }
         Ok(())
+    }
+
+    /// Moves the staged rules of one strongly connected component of relations to `rules`,
+    /// identifying atoms with equal definitions on the way, as the merge pass does on the net
+    /// but before the net is built: the heads are taken in dependency order, each body read
+    /// through the identities already settled, and a view atom whose set of bodies then equals
+    /// that of a view atom settled before becomes an alias of it. Later bodies read the earlier
+    /// atom instead, so that equal definitions above it become equal in turn, and the alias
+    /// keeps a single rule (it is still a named view). In chess the check test's rays carry an
+    /// ignored square that matters only on the ray itself: the rays through other squares are
+    /// identified, and so are the check tests built from them. Only acyclic definitions are
+    /// identified: an atom on a cycle of the ground rules is settled as it is, so the
+    /// identification holds by induction over the dependency order in every state.
+    fn settle(&mut self, canon: &mut Vec<u32>) -> Result<(), GroundError> {
+        let staged = std::mem::take(&mut self.staged);
+        // The heads, numbered locally in order of first rule, and their rules by a counting sort.
+        const NONE: u32 = u32::MAX;
+        let mut local = vec![NONE; self.atoms.len()];
+        let mut heads: Vec<AtomId> = Vec::new();
+        let mut head_of: Vec<u32> = Vec::with_capacity(staged.len());
+        for i in 0..staged.len() {
+            let h = staged.head(i);
+            if local[h.index()] == NONE {
+                local[h.index()] = heads.len() as u32;
+                heads.push(h);
+            }
+            head_of.push(local[h.index()]);
+        }
+        let m = heads.len();
+        let mut start = vec![0u32; m + 1];
+        for &l in &head_of {
+            start[l as usize + 1] += 1;
+        }
+        for i in 0..m {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut by_head = vec![0u32; staged.len()];
+        for (i, &l) in head_of.iter().enumerate() {
+            by_head[fill[l as usize] as usize] = i as u32;
+            fill[l as usize] += 1;
+        }
+        drop(fill);
+        drop(head_of);
+        let rules_of = |l: usize| &by_head[start[l] as usize..start[l + 1] as usize];
+        let deps: Vec<Vec<u32>> = (0..m)
+            .map(|l| {
+                let mut d: Vec<u32> = rules_of(l)
+                    .iter()
+                    .flat_map(|&r| staged.body(r as usize).iter())
+                    .map(|lit| local[lit.atom().index()])
+                    .filter(|&x| x != NONE)
+                    .collect();
+                d.sort_unstable();
+                d.dedup();
+                d
+            })
+            .collect();
+        drop(local);
+        let mut lits = std::mem::take(&mut self.scratch);
+        let mut ranges = std::mem::take(&mut self.ranges);
+        for comp in components(&deps) {
+            let acyclic = comp.len() == 1 && !deps[comp[0] as usize].contains(&comp[0]);
+            for &l in &comp {
+                let head = heads[l as usize];
+                lits.clear();
+                ranges.clear();
+                for &r in rules_of(l as usize) {
+                    let s = lits.len();
+                    lits.extend(
+                        staged
+                            .body(r as usize)
+                            .iter()
+                            .map(|lit| GroundLit::new(self.alias[lit.atom().index()], lit.negated())),
+                    );
+                    if normalize_body(&mut lits, s) {
+                        ranges.push((s, lits.len()));
+                    }
+                }
+                self.settle_atom(head, &lits, &mut ranges, acyclic)?;
+            }
+        }
+        self.scratch = lits;
+        self.ranges = ranges;
+        // Every atom made so far has its final identity: later components only read them.
+        for a in self.settled_upto..self.settled.len() {
+            self.settled[a] = true;
+            let t = self.term_of[a];
+            if t != u32::MAX {
+                if canon.len() <= t as usize {
+                    canon.resize(t as usize + 1, u32::MAX);
+                }
+                canon[t as usize] = self.alias[a].0;
+            }
+        }
+        self.settled_upto = self.settled.len();
+        Ok(())
+    }
+
+    /// Settles `head`, whose bodies (read through the settled identities, each sorted without
+    /// repeats) are `lits[s..e]` for each `(s, e)` of `ranges`: identifies it with an earlier
+    /// view atom of the same bodies when `identify` and it is a view atom (one rule naming that
+    /// atom), or adds its rules.
+    fn settle_atom(
+        &mut self,
+        head: AtomId,
+        lits: &[GroundLit],
+        ranges: &mut Vec<(usize, usize)>,
+        identify: bool,
+    ) -> Result<(), GroundError> {
+        ranges.sort_unstable_by(|a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
+        ranges.dedup_by(|a, b| lits[a.0..a.1] == lits[b.0..b.1]);
+        let view = identify && self.atoms[head.index()].kind == AtomKind::View;
+        let key = view.then(|| {
+            let mut h = rustc_hash::FxHasher::default();
+            h.write_usize(ranges.len());
+            for &(s, e) in ranges.iter() {
+                h.write_usize(e - s);
+                for lit in &lits[s..e] {
+                    h.write_u32(lit.atom().0 << 1 | lit.negated() as u32);
+                }
+            }
+            h.finish()
+        });
+        if let Some(&(rep, first, end)) = key.and_then(|k| self.known.get(&k)) {
+            let same = (end - first) as usize == ranges.len()
+                && (first..end)
+                    .zip(ranges.iter())
+                    .all(|(r, &(s, e))| self.rules.body(r as usize) == &lits[s..e]);
+            if same {
+                self.alias[head.index()] = rep;
+                return self.push_settled(head, &[GroundLit::new(rep, false)]);
+            }
+        }
+        let first = self.rules.len() as u32;
+        for &(s, e) in ranges.iter() {
+            self.push_settled(head, &lits[s..e])?;
+        }
+        if let Some(k) = key {
+            self.known
+                .entry(k)
+                .or_insert((head, first, self.rules.len() as u32));
+        }
+        Ok(())
+    }
+
+    /// Adds a settled rule to `rules`.
+    fn push_settled(&mut self, head: AtomId, body: &[GroundLit]) -> Result<(), GroundError> {
+        match self.rules.push(head, body) {
+            Some(_) => Ok(()),
+            None => Err(limit(
+                "max_literals",
+                GroundRules::MAX_LITERALS,
+                "the ground program",
+            )),
+        }
     }
 
     /// The id of atom `t` of relation `rel`, made on first use.
@@ -1162,7 +1429,12 @@ impl Out {
             (AtomKind::View, store.text(t, symbols))
         };
         let id = AtomId::from_index(self.atoms.len());
+        // Inputs and opaque atoms are heads of no rule: what they are is settled at once.
+        let input = matches!(kind, AtomKind::True | AtomKind::Does { .. } | AtomKind::Opaque);
         self.atoms.push(GroundAtom { kind, text });
+        self.alias.push(id);
+        self.term_of.push(t);
+        self.settled.push(input);
         if self.atom_of.len() <= t as usize {
             self.atom_of.resize(store.len().max(t as usize + 1), u32::MAX);
         }
@@ -1239,6 +1511,86 @@ fn intern_ground(store: &mut TermStore, t: &Term) -> Option<TermId> {
             Some(store.intern(*f, &ids?))
         }
     }
+}
+
+/// Sorts the body `lits[s..]` and removes repeated literals; returns whether it can hold (a
+/// body with both `x` and `(not x)` never does, and is removed too).
+fn normalize_body(lits: &mut Vec<GroundLit>, s: usize) -> bool {
+    lits[s..].sort_unstable();
+    let mut w = s;
+    for i in s..lits.len() {
+        if w == s || lits[i] != lits[w - 1] {
+            lits[w] = lits[i];
+            w += 1;
+        }
+    }
+    lits.truncate(w);
+    if lits[s..].windows(2).any(|p| p[0].atom() == p[1].atom()) {
+        lits.truncate(s);
+        return false;
+    }
+    true
+}
+
+/// The rules to instantiate (`rules_of`, by relation), one group per strongly connected
+/// component of the relations' graph `deps`, each group after the groups it depends on and,
+/// among the groups free to go next, the one whose first rule comes first in the game (so that
+/// where nothing depends on anything the rules go in the order of the game's text).
+fn rule_order(deps: &[Vec<RelId>], rules_of: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let sccs = components(deps);
+    let mut comp_of = vec![0usize; deps.len()];
+    for (c, scc) in sccs.iter().enumerate() {
+        for &r in scc {
+            comp_of[r as usize] = c;
+        }
+    }
+    let groups: Vec<Vec<usize>> = sccs
+        .iter()
+        .map(|scc| {
+            let mut cis: Vec<usize> = scc
+                .iter()
+                .flat_map(|&r| rules_of[r as usize].iter().copied())
+                .collect();
+            cis.sort_unstable();
+            cis
+        })
+        .collect();
+    // Kahn's algorithm on the graph of components, smallest first rule first.
+    let mut waiting = vec![0usize; sccs.len()];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); sccs.len()];
+    for (c, scc) in sccs.iter().enumerate() {
+        let mut on: Vec<usize> = scc
+            .iter()
+            .flat_map(|&r| deps[r as usize].iter().map(|&d| comp_of[d as usize]))
+            .filter(|&d| d != c)
+            .collect();
+        on.sort_unstable();
+        on.dedup();
+        waiting[c] = on.len();
+        for d in on {
+            users[d].push(c);
+        }
+    }
+    let first = |c: usize| groups[c].first().copied().unwrap_or(usize::MAX);
+    let mut ready: BinaryHeap<Reverse<(usize, usize)>> = (0..sccs.len())
+        .filter(|&c| waiting[c] == 0)
+        .map(|c| Reverse((first(c), c)))
+        .collect();
+    let mut order = Vec::new();
+    while let Some(Reverse((_, c))) = ready.pop() {
+        for &u in &users[c] {
+            waiting[u] -= 1;
+            if waiting[u] == 0 {
+                ready.push(Reverse((first(u), u)));
+            }
+        }
+        if !groups[c].is_empty() {
+            order.push(groups[c].clone());
+        }
+    }
+    order
 }
 
 /// Strongly connected components of the graph `deps` (node → what it depends on), each listed

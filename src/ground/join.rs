@@ -936,6 +936,15 @@ pub(crate) struct Exec<'a> {
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
     families: Vec<FxHashMap<Box<[TermId]>, Family>>,
+    /// The identity of each ground atom the output has settled, by term (`u32::MAX` for one
+    /// not settled): atoms of relations instantiated before, read through the identification
+    /// of atoms with equal definitions. Empty while deriving.
+    pub canon: &'a [u32],
+    /// For each sub-join with a family, the auxiliary atom made for each set of solutions read
+    /// through `canon`: a family whose solutions are the same atoms as another's (in chess,
+    /// the check tests of ignored squares off the king's lines) takes that family's atoms
+    /// rather than making its members again.
+    shared: Vec<FxHashMap<Box<[u32]>, u32>>,
     /// For each sub-join, the binding it was last asked with and its answer.
     last: Vec<Option<(Vec<TermId>, SubEntries)>>,
     mode: Mode,
@@ -967,6 +976,8 @@ impl<'a> Exec<'a> {
             aux_count: 0,
             memo: Vec::new(),
             families: Vec::new(),
+            canon: &[],
+            shared: Vec::new(),
             last: Vec::new(),
             mode,
             ticks: 0,
@@ -984,6 +995,8 @@ impl<'a> Exec<'a> {
         self.memo.resize_with(plan.subs.len(), FxHashMap::default);
         self.families.clear();
         self.families.resize_with(plan.subs.len(), FxHashMap::default);
+        self.shared.clear();
+        self.shared.resize_with(plan.subs.len(), FxHashMap::default);
         self.last.clear();
         self.last.resize(plan.subs.len(), None);
         self.step(conj, plan, &plan.steps, 0, emit)
@@ -1289,6 +1302,55 @@ impl<'a> Exec<'a> {
     /// merge pass cannot share: chess's optimized net grew from 658,000 to 886,000
     /// components.)
     fn family_aux(&mut self, sub: usize, fkey: Box<[TermId]>, these: &[(Box<[TermId]>, Vec<OutLit>)]) -> u32 {
+        let content = self.content(these);
+        if let Some(&n) = content.as_ref().and_then(|c| self.shared[sub].get(c)) {
+            return n;
+        }
+        let n = self.family_aux_made(sub, fkey, these);
+        if let Some(c) = content {
+            self.shared[sub].insert(c, n);
+        }
+        n
+    }
+
+    /// The solutions `these` read through `canon`, each body sorted and the bodies sorted, one
+    /// after another with each body's length before it; `None` when a literal's atom is not
+    /// settled.
+    fn content(&self, these: &[(Box<[TermId]>, Vec<OutLit>)]) -> Option<Box<[u32]>> {
+        let mut bodies: Vec<Vec<u32>> = Vec::with_capacity(these.len());
+        for (_, body) in these {
+            let mut ids = Vec::with_capacity(body.len());
+            for l in body {
+                if l.rel == AUX {
+                    return None;
+                }
+                let id = *self.canon.get(l.atom as usize)?;
+                if id == u32::MAX {
+                    return None;
+                }
+                ids.push(id << 1 | l.negated as u32);
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            bodies.push(ids);
+        }
+        bodies.sort_unstable();
+        bodies.dedup();
+        let mut out = Vec::with_capacity(bodies.iter().map(|b| b.len() + 1).sum());
+        for b in bodies {
+            out.push(b.len() as u32);
+            out.extend(b);
+        }
+        Some(out.into())
+    }
+
+    /// `family_aux` for solutions whose set no atom made before has.
+    fn family_aux_made(
+        &mut self,
+        sub: usize,
+        fkey: Box<[TermId]>,
+        these: &[(Box<[TermId]>, Vec<OutLit>)],
+    ) -> u32 {
         let bodies = || these.iter().map(|(_, body)| body);
         let reference = self.families[sub].get(&fkey);
         let replace = reference.is_none_or(|f| f.bodies.len() < these.len());

@@ -790,3 +790,66 @@ fn compact_rules_sort_and_dedup_like_a_vector_of_rules() {
     let got: Vec<(AtomId, Vec<GroundLit>)> = rules.iter().map(|r| (r.head, r.body.to_vec())).collect();
     assert_eq!(got, plain);
 }
+
+/// Rays that carry an ignored square (`?ig`) which matters only when it is the ray's own square,
+/// as in chess's check test: off it, the ray atoms have the same definition, and so do the atoms
+/// built from them.
+const SAME_RAYS: &str = "
+    (role robot)
+    (sq 1) (sq 2) (sq 3)
+    (init (on))
+    (<= (ray ?x ?ig) (true (on)) (sq ?x) (sq ?ig) (distinct ?x ?ig))
+    (<= (ray ?x ?x) (true (mark ?x)))
+    (<= (above ?x ?ig) (ray ?x ?ig) (not (true (mark ?x))))
+    (<= (hit ?x) (sq ?x) (above ?x ?ig))
+    (<= (legal robot (put ?x)) (sq ?x) (not (true (mark ?x))))
+    (<= (legal robot stop) (true (on)))
+    (<= (next (mark ?x)) (does robot (put ?x)))
+    (<= (next (mark ?x)) (true (mark ?x)))
+    (<= (next (on)) (does robot (put ?x)))
+    (<= terminal (not (true (on))))
+    (<= terminal (true (mark 1)) (true (mark 2)) (true (mark 3)))
+    (<= won (hit ?x) (true (mark ?y)) (distinct ?x ?y))
+    (<= (goal robot 100) won)
+    (<= (goal robot 0) (not won))
+";
+
+#[test]
+fn atoms_with_equal_definitions_are_identified() {
+    let g = ground_src(SAME_RAYS);
+    let all = rules(&g);
+    let bodies_of = |head: &str| -> Vec<String> {
+        let prefix = format!("{head} <=");
+        all.iter()
+            .filter_map(|r| r.strip_prefix(&prefix))
+            .map(|b| b.trim().to_string())
+            .collect()
+    };
+    // The six rays off their ignored square read `(true (on))`: one of them keeps that rule,
+    // the five others name it.
+    let rays: Vec<String> = [(1, 2), (1, 3), (2, 1), (2, 3), (3, 1), (3, 2)]
+        .iter()
+        .map(|(x, i)| format!("(ray {x} {i})"))
+        .collect();
+    let defining: Vec<&String> = rays.iter().filter(|r| bodies_of(r) == ["(true (on))"]).collect();
+    assert_eq!(defining.len(), 1, "{all:#?}");
+    for r in &rays {
+        if r != defining[0] {
+            assert_eq!(bodies_of(r), [defining[0].clone()], "{all:#?}");
+        }
+    }
+    // A ray on its own square reads another fact: not identified.
+    for x in 1..=3 {
+        assert_eq!(
+            bodies_of(&format!("(ray {x} {x})")),
+            [format!("(true (mark {x}))")]
+        );
+    }
+    // Built from identified rays, `(above 1 2)` and `(above 1 3)` are identified in turn; the
+    // `above` atoms of different squares read different facts and are not.
+    let (a, b) = (bodies_of("(above 1 2)"), bodies_of("(above 1 3)"));
+    assert!(a == ["(above 1 3)"] || b == ["(above 1 2)"], "{all:#?}");
+    assert_ne!(bodies_of("(above 1 2)"), ["(above 2 1)"]);
+    assert_ne!(bodies_of("(above 2 1)"), ["(above 1 2)"]);
+    agrees(SAME_RAYS, 30);
+}

@@ -379,8 +379,9 @@ impl Grounded {
 pub struct GroundLimits {
     /// Ground atoms of all relations together, static ones included.
     pub max_atoms: usize,
-    /// Ground rules produced by instantiation. The default leaves room for chess, the largest
-    /// corpus game, at about 11 million.
+    /// Ground rules produced by instantiation (an atom identified with another counts one
+    /// rule). The default leaves room for chess, the largest corpus game, at about 5 million
+    /// (11 million before atoms with equal definitions were identified).
     pub max_rules: usize,
     /// Total body literals over all ground rules.
     pub max_literals: usize,
