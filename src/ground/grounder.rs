@@ -1142,14 +1142,7 @@ impl Out {
             for &(_, end) in &rules[i..j] {
                 let s = scratch.len();
                 for l in &lits[start..end] {
-                    let atom = if l.rel == AUX {
-                        self.aux(l.atom)
-                    } else {
-                        self.atom(l.atom, l.rel, store, cx)?
-                    };
-                    if atom.0 > GroundLit::MAX_ATOM {
-                        return Err(limit("atoms in a literal", GroundLit::MAX_ATOM as usize, name));
-                    }
+                    let atom = self.lit_atom(l, store, cx, name)?;
                     ready &= self.settled[atom.index()];
                     scratch.push(GroundLit::new(self.alias[atom.index()], l.negated));
                 }
@@ -1183,6 +1176,26 @@ impl Out {
         Ok(())
     }
 
+    /// The atom a rule's literal names (an auxiliary atom or one of a relation), numbered
+    /// within what a ground literal can hold.
+    fn lit_atom(
+        &mut self,
+        l: &OutLit,
+        store: &TermStore,
+        cx: &KindCx,
+        name: &str,
+    ) -> Result<AtomId, GroundError> {
+        let atom = if l.rel == AUX {
+            self.aux(l.atom)
+        } else {
+            self.atom(l.atom, l.rel, store, cx)?
+        };
+        if atom.0 > GroundLit::MAX_ATOM {
+            return Err(limit("atoms in a literal", GroundLit::MAX_ATOM as usize, name));
+        }
+        Ok(atom)
+    }
+
     /// Adds `head ⇐ lits` after sorting the body and dropping repeats; a rule with both `x`
     /// and `(not x)` never fires and is left out.
     fn add_rule(
@@ -1197,14 +1210,7 @@ impl Out {
         let mut body = std::mem::take(&mut self.body);
         body.clear();
         for l in lits {
-            let atom = if l.rel == AUX {
-                self.aux(l.atom)
-            } else {
-                self.atom(l.atom, l.rel, store, cx)?
-            };
-            if atom.0 > GroundLit::MAX_ATOM {
-                return Err(limit("atoms in a literal", GroundLit::MAX_ATOM as usize, name));
-            }
+            let atom = self.lit_atom(l, store, cx, name)?;
             body.push(GroundLit::new(atom, l.negated));
         }
         body.sort_unstable();
