@@ -9,6 +9,7 @@
 mod build;
 mod demand;
 mod dot;
+mod factor;
 mod order;
 mod passes;
 mod signed;

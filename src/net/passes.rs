@@ -2,8 +2,10 @@
 //! before their readers; each keeps the game's legal, goal, terminal and next functions as
 //! they were (the differential test in `tests/interp.rs` runs nets before and after side by side).
 
+use super::factor::{factor_groups, Bodies};
 use super::{NetStats, Node, NodeId, Propnet};
 use rustc_hash::FxHashMap;
+use std::convert::Infallible;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -374,101 +376,32 @@ impl Rewriter {
         self.add(if is_and { Node::And(ops) } else { Node::Or(ops) })
     }
 
-    /// The or over `ops` with operands shared by several of its and operands factored out:
-    /// greedily, the most shared operand first, each and operand factored at most once.
+    /// The or over `ops` with operands shared by several of its and operands factored out
+    /// ([`factor_groups`]); only the ands that this or alone reads are taken, since others
+    /// would stay for their other readers and the net would grow. The ands a group takes die
+    /// with their one reader, and the dead-node sweep after the pass removes them.
     fn factor(&mut self, ops: Vec<NodeId>) -> NodeId {
-        let mut holders: FxHashMap<NodeId, Vec<usize>> = FxHashMap::default();
+        let mut taken: Vec<usize> = Vec::new();
+        let mut bodies = Bodies::default();
         for (k, &op) in ops.iter().enumerate() {
             if self.uses[op.index()] > 1 {
                 continue;
             }
             if let Node::And(inner) = &self.nodes[op.index()] {
-                for &x in inner {
-                    holders.entry(x).or_default().push(k);
-                }
+                taken.push(k);
+                bodies.ops.extend_from_slice(inner);
+                bodies.close();
             }
         }
-        let mut candidates: Vec<(NodeId, Vec<usize>)> =
-            holders.into_iter().filter(|(_, ks)| ks.len() >= 2).collect();
-        if candidates.is_empty() {
-            return if ops.len() == 1 {
-                ops[0]
-            } else {
-                self.add(Node::Or(ops))
-            };
+        let (mut out, used) = match factor_groups(&bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
+            Ok(groups) => groups,
+            Err(never) => match never {},
+        };
+        let mut took = vec![false; ops.len()];
+        for (k, used) in taken.into_iter().zip(used) {
+            took[k] = used;
         }
-        // Most shared first; ties by id, so that the result does not depend on hashing.
-        candidates.sort_unstable_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
-        let mut used = vec![false; ops.len()];
-        let mut out: Vec<NodeId> = Vec::new();
-        for (shared, ks) in candidates {
-            let group: Vec<usize> = ks.into_iter().filter(|&k| !used[k]).collect();
-            if group.len() < 2 {
-                continue;
-            }
-            // Factoring k ands replaces them (they die: the or is their one reader) by the
-            // residual ands of two or more operands, an inner or and one and. Counting a gate
-            // and an operand each as one (an operation and a store, or a load, in generated
-            // code), factor only when that costs less; a residual of nothing makes the whole
-            // group true and always pays.
-            let (mut long, mut long_ops, mut all_ops, mut empty) = (0i64, 0i64, 0i64, false);
-            for &k in &group {
-                let Node::And(inner) = &self.nodes[ops[k].index()] else {
-                    unreachable!("an and holder")
-                };
-                let rest = inner.len() as i64 - 1;
-                all_ops += rest;
-                match rest {
-                    ..=0 => empty = true,
-                    1 => {}
-                    _ => {
-                        long += 1;
-                        long_ops += rest;
-                    }
-                }
-            }
-            let k = group.len() as i64;
-            let gates = long + 2 - k;
-            let edges = long_ops + 3 - all_ops - k;
-            if !empty && gates + edges >= 0 {
-                continue;
-            }
-            let mut residuals = Vec::with_capacity(group.len());
-            let mut always = false;
-            for &k in &group {
-                used[k] = true;
-                let Node::And(inner) = &self.nodes[ops[k].index()] else {
-                    unreachable!("an and holder")
-                };
-                let rest: Vec<NodeId> = inner.iter().copied().filter(|&x| x != shared).collect();
-                always |= rest.is_empty();
-                residuals.push(rest);
-            }
-            // `shared ∧ (r₁ ∨ r₂ ∨ …)`; an empty residual is true, and then so is the or.
-            let factored = if always {
-                shared
-            } else {
-                let ors: Vec<NodeId> = residuals
-                    .into_iter()
-                    .map(|r| {
-                        if r.len() == 1 {
-                            r[0]
-                        } else {
-                            self.add(Node::And(r))
-                        }
-                    })
-                    .collect();
-                let inner = self.factor(ors);
-                self.add(Node::And(vec![shared, inner]))
-            };
-            out.push(factored);
-        }
-        out.extend(
-            ops.iter()
-                .enumerate()
-                .filter(|(k, _)| !used[*k])
-                .map(|(_, &op)| op),
-        );
+        out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
         if out.len() == 1 {
             out[0]
         } else {
