@@ -4,6 +4,7 @@
 
 use super::factor::{factor_groups, Bodies};
 use super::{NetStats, Node, NodeId, Propnet};
+use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 use std::convert::Infallible;
 use std::fmt;
@@ -94,8 +95,7 @@ impl Pass {
     /// operands and folds gates they decide (constant folding), writes a one-operand and as
     /// its operand and never negates a negation (collapse), and hash-conses its ands over
     /// sorted, distinct signed operands, so that two gates it writes with the same kind and
-    /// operands come from the same and (merge; a hash collision, which there loses a merge,
-    /// loses it here too).
+    /// operands come from the same and (merge).
     fn leaves_done(self) -> &'static [Pass] {
         match self {
             Pass::Polarity => &[
@@ -276,9 +276,10 @@ struct Rewriter {
     nodes: Vec<Node>,
     /// Constants and propositions, always shared.
     leaves: FxHashMap<Node, NodeId>,
-    /// Gates by the hash of their content, when merging. A collision between different gates
-    /// only loses a merge.
-    gates: FxHashMap<u64, NodeId>,
+    /// Gates by their content, when merging: the table holds only node ids, hashed by the
+    /// content they point to (a table of hashes and ids was twice the memory, and each lookup
+    /// hashed the hash again).
+    gates: HashTable<NodeId>,
     /// What each old node became.
     map: Vec<NodeId>,
     /// What base and input propositions become, when not themselves.
@@ -306,9 +307,9 @@ impl Rewriter {
             // Sized for the old net at once when merging: growing a table of millions of gates
             // step by step rehashes it several times.
             gates: if flags.merge {
-                FxHashMap::with_capacity_and_hasher(old.nodes.len(), Default::default())
+                HashTable::with_capacity(old.nodes.len())
             } else {
-                FxHashMap::default()
+                HashTable::new()
             },
             map: Vec::with_capacity(old.nodes.len()),
             replace: FxHashMap::default(),
@@ -327,14 +328,13 @@ impl Rewriter {
             }
             self.leaves.insert(node.clone(), id);
         } else if self.flags.merge {
-            let key = fx_hash(&node);
-            match self.gates.get(&key) {
-                Some(&found) if self.nodes[found.index()] == node => return found,
-                Some(_) => {}
-                None => {
-                    self.gates.insert(key, id);
-                }
+            let hash = fx_hash(&node);
+            let nodes = &self.nodes;
+            if let Some(&found) = self.gates.find(hash, |&g| nodes[g.index()] == node) {
+                return found;
             }
+            self.gates
+                .insert_unique(hash, id, |&g| fx_hash(&nodes[g.index()]));
         }
         self.nodes.push(node);
         self.uses.push(0);

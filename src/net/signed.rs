@@ -11,6 +11,7 @@
 
 use super::passes::live_nodes;
 use super::{GoalProp, Node, NodeId, Propnet};
+use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 use std::ops::Range;
 
@@ -47,9 +48,9 @@ struct Arena {
     /// Whether each and was written as an or, the sign it starts with when signs are chosen.
     or_hint: Vec<bool>,
     leaves: FxHashMap<Node, u32>,
-    /// Ands by the hash of their operands, when merging. A collision between different ands
-    /// only loses a merge.
-    ands: FxHashMap<u64, u32>,
+    /// Ands by their operands, when merging: the table holds only node numbers, hashed by
+    /// the operands they point to.
+    ands: HashTable<u32>,
     merge: bool,
 }
 
@@ -61,9 +62,9 @@ impl Arena {
             or_hint: Vec::with_capacity(nodes),
             leaves: FxHashMap::default(),
             ands: if merge {
-                FxHashMap::with_capacity_and_hasher(nodes, Default::default())
+                HashTable::with_capacity(nodes)
             } else {
-                FxHashMap::default()
+                HashTable::new()
             },
             merge,
         };
@@ -143,17 +144,19 @@ impl Arena {
         if !self.merge {
             return self.push(SNode::And(range), or_hint);
         }
-        let key = fx_hash(&self.ops[start..]);
-        if let Some(&id) = self.ands.get(&key) {
-            if self.and_ops(id << 1) == Some(&self.ops[start..]) {
-                self.ops.truncate(start);
-                return id << 1;
-            }
-            return self.push(SNode::And(range), or_hint);
+        let (nodes, all_ops) = (&self.nodes, &self.ops);
+        let ops_of = |id: u32| match &nodes[id as usize] {
+            SNode::And(r) => &all_ops[r.start as usize..r.end as usize],
+            SNode::Leaf(_) => &[],
+        };
+        let hash = fx_hash(&all_ops[start..]);
+        if let Some(&id) = self.ands.find(hash, |&id| ops_of(id) == &all_ops[start..]) {
+            self.ops.truncate(start);
+            return id << 1;
         }
-        let lit = self.push(SNode::And(range), or_hint);
-        self.ands.insert(key, lit >> 1);
-        lit
+        let id = u32::try_from(nodes.len()).expect("fewer than 2^31 nodes");
+        self.ands.insert_unique(hash, id, |&id| fx_hash(ops_of(id)));
+        self.push(SNode::And(range), or_hint)
     }
 }
 
