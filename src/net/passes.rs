@@ -61,7 +61,7 @@ pub struct PassReport {
     pub pass: Pass,
     /// Which round of the pass pipeline (from 1).
     pub round: u32,
-    /// Statistics after the pass.
+    /// Statistics after the pass, all but the depth ([`NetStats::counts`]).
     pub stats: NetStats,
     /// How long the pass took.
     pub time: Duration,
@@ -114,7 +114,8 @@ impl Pass {
 /// which no pass changed the net would find nothing to do.
 pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>) {
     let mut reports = Vec::new();
-    let mut stats = NetStats::of(&net);
+    // A pass changed the net when it changed a count; the depth is not computed.
+    let mut stats = NetStats::counts(&net);
     // How many pass runs have changed the net, and that number when each pass last left the
     // net at a fixpoint of its own.
     let mut changes = 0u32;
@@ -131,7 +132,7 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
             let start = Instant::now();
             net = run(net, pass);
             let time = start.elapsed();
-            let after = NetStats::of(&net);
+            let after = NetStats::counts(&net);
             let changed = after != stats;
             if changed {
                 changes += 1;
