@@ -271,10 +271,11 @@ impl<'g> Builder<'g> {
     /// an unrolled component every member is false). When `factor` is set the or is factored
     /// before any and is written ([`factored_or`]): an unrolled component repeats its rules
     /// once per round, and in linesOfAction those rounds were 4 million gates as built, of
-    /// which the factor pass left a quarter. Elsewhere the ands are written as they are, and
-    /// the passes merge them before they factor them: factoring every atom as it is built
-    /// left larger nets after the passes on 13 corpus games (chess: 555,187 components
-    /// instead of 547,431), because an and that two ors share after merging is not factored.
+    /// which the factor pass left a quarter. So is an atom of [`FACTOR_AS_BUILT`] rules or
+    /// more. Elsewhere the ands are written as they are, and the passes merge them before
+    /// they factor them: factoring every atom as it is built left larger nets after the
+    /// passes on 13 corpus games (chess: 555,187 components instead of 547,431), because an
+    /// and that two ors share after merging is not factored.
     fn build_atom(
         &mut self,
         a: AtomId,
@@ -321,7 +322,7 @@ impl<'g> Builder<'g> {
         }
         let (limits, nodes) = (self.limits, &mut self.net.nodes);
         let mut add = |node| push(nodes, limits, node);
-        let or = if factor {
+        let or = if factor || bodies.len() >= FACTOR_AS_BUILT {
             factored_or(&bodies, &plain, &mut add)
         } else {
             or_of(&bodies, &plain, &mut add)
@@ -389,6 +390,13 @@ impl<'g> Builder<'g> {
         Ok(())
     }
 }
+
+/// The number of rules from which an atom's or is factored as it is built. comp2006_farmers
+/// has an atom of 133,202 rules: factored by the pass, after merging (an and that another or
+/// also reads is not taken), its net was 1,118,107 components after the passes, and factored
+/// as built 864,770. Every other corpus game keeps its size with this bound, but chess grows
+/// with a bound of 64 (555,283 components instead of 547,431).
+const FACTOR_AS_BUILT: usize = 1000;
 
 /// Moves the distinct values of the sorted `xs` to its front and returns how many there are.
 fn sorted_dedup(xs: &mut [NodeId]) -> usize {
