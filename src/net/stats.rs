@@ -65,8 +65,8 @@ impl NetStats {
     }
 
     /// The statistics of `net` but its depth, which is left at 0: the pass pipeline counts
-    /// after every pass, and on a net of a million gates the depth took as long as the
-    /// counting (about a tenth of the passes' time on linesOfAction, with 13 counts).
+    /// after every pass, and leaving the depth out took linesOfAction's optimize from
+    /// 2.73/2.73/2.29 s to 2.43/2.09/2.46 s in alternating runs.
     pub fn counts(net: &Propnet) -> NetStats {
         let mut s = NetStats {
             bases: net.bases.len(),
