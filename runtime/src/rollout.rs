@@ -610,6 +610,19 @@ fn drive<const W: usize, B: Batch>(
     let mut next_values = vec![0u64; bases * W];
     // Per role, the lanes with at least one legal move and those with at least two.
     let mut movers = vec![([0u64; W], [0u64; W]); roles];
+    // Per role, whether it chooses by transposing this step (otherwise by lists).
+    let mut transposing = vec![false; roles];
+    // Per role that chooses by lists, the inputs legal in some live lane this step, ascending,
+    // with their legal words masked to the live lanes (the first `found_len[r]` entries of a
+    // buffer as long as the role): the pass that finds the movers collects them, so that the
+    // lists, and the clearing of the inputs after the step, visit only these (a few hundred of
+    // speedChess's 3,522 inputs, one of the non-mover's) instead of every input again.
+    let mut found: Vec<Vec<(u32, [u64; W])>> = layout
+        .role_inputs
+        .iter()
+        .map(|r| vec![(0, [0u64; W]); (r.end - r.start) as usize])
+        .collect();
+    let mut found_len = vec![0usize; roles];
     let mut goals = vec![0u32; roles];
     let mut goal_seen = vec![0u8; roles];
     let mut step = 0u64;
@@ -643,6 +656,8 @@ fn drive<const W: usize, B: Batch>(
     }
     let mut active = fresh;
 
+    // The choice sets input bits into cleared inputs; each step clears again what it set.
+    batch.words()[first_input * W..program.first_opaque_slot() * W].fill(0);
     let terminal = program.terminal;
     let mut clock = Clock::new(profile);
     while any(&active) {
@@ -750,16 +765,45 @@ fn drive<const W: usize, B: Batch>(
         let words = batch.words();
         // Which lanes have at least one legal move, and which at least two, per role.
         let mut stuck = [0u64; W];
-        for (range, (one, two)) in layout.role_inputs.iter().zip(movers.iter_mut()) {
+        for (r, (range, (one, two))) in layout.role_inputs.iter().zip(movers.iter_mut()).enumerate() {
             (*one, *two) = ([0u64; W], [0u64; W]);
-            for i in range.start..range.end {
-                let lit = program.legal[i as usize];
-                let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
-                for j in 0..W {
-                    let w = (words[slot + j] ^ neg) & active[j];
-                    two[j] |= one[j] & w;
-                    one[j] |= w;
+            // Transposing costs about the same per block of 64 inputs whatever is legal; the
+            // lists cost per legal move. The legal moves of the lanes choosing, per word,
+            // followed over the steps, pick the cheaper; both choose the same moves.
+            let inputs = (range.end - range.start) as usize;
+            let blocks = inputs.div_ceil(64) as f32;
+            transposing[r] =
+                inputs <= TRANSPOSE_MAX_INPUTS && mean_legal[r] > TRANSPOSE_MOVES_PER_BLOCK * blocks;
+            let legal = &program.legal[range.start as usize..range.end as usize];
+            if transposing[r] {
+                for lit in legal {
+                    let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
+                    for j in 0..W {
+                        let w = (words[slot + j] ^ neg) & active[j];
+                        two[j] |= one[j] & w;
+                        one[j] |= w;
+                    }
                 }
+            } else {
+                // A branch rather than a store at a place that moves on only past an input legal
+                // somewhere: that place would make each input wait for the one before it, and
+                // most inputs are legal nowhere or (a few games) nearly all somewhere.
+                let (found, mut n) = (&mut found[r], 0);
+                for (i, lit) in (range.start..range.end).zip(legal) {
+                    let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
+                    let (mut w, mut seen) = ([0u64; W], 0);
+                    for j in 0..W {
+                        w[j] = (words[slot + j] ^ neg) & active[j];
+                        two[j] |= one[j] & w[j];
+                        one[j] |= w[j];
+                        seen |= w[j];
+                    }
+                    if seen != 0 {
+                        found[n] = (i, w);
+                        n += 1;
+                    }
+                }
+                found_len[r] = n;
             }
             for j in 0..W {
                 stuck[j] |= active[j] & !one[j];
@@ -846,7 +890,6 @@ fn drive<const W: usize, B: Batch>(
                 }
             }
         }
-        words[first_input * W..program.first_opaque_slot() * W].fill(0);
         for ((r, range), &(one, two)) in layout.role_inputs.iter().enumerate().zip(movers.iter()) {
             // Lanes with a single legal move play it, set for all of them at once; their
             // generators still make the one draw that `below(1)` makes.
@@ -854,12 +897,7 @@ fn drive<const W: usize, B: Batch>(
             for j in 0..W {
                 single[j] = one[j] & !two[j];
             }
-            // Transposing costs about the same per block of 64 inputs whatever is legal; the
-            // lists cost per legal move. The legal moves of the lanes choosing, per word,
-            // followed over the steps, pick the cheaper; both choose the same moves.
-            let inputs = (range.end - range.start) as usize;
-            let blocks = inputs.div_ceil(64) as f32;
-            if inputs <= TRANSPOSE_MAX_INPUTS && mean_legal[r] > TRANSPOSE_MOVES_PER_BLOCK * blocks {
+            if transposing[r] {
                 let (lanes, moves) = choose_by_transposing::<W>(
                     program,
                     words,
@@ -873,12 +911,10 @@ fn drive<const W: usize, B: Batch>(
                 continue;
             }
             for_each_lane(&two, |j, bit| counts[j * 64 + bit] = 0);
-            for i in range.start..range.end {
-                let lit = program.legal[i as usize];
-                let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
+            for &(i, w) in &found[r][..found_len[r]] {
                 let input = (first_input + i as usize) * W;
                 for j in 0..W {
-                    let w = words[slot + j] ^ neg;
+                    let w = w[j];
                     words[input + j] |= w & single[j];
                     let mut rest = w & two[j];
                     while rest != 0 {
@@ -915,6 +951,18 @@ fn drive<const W: usize, B: Batch>(
             }
         }
         words[2 * W..(2 + bases) * W].copy_from_slice(&next_values);
+        // Clear the inputs this step's choice may have set: a transposing role's every input,
+        // a listing role's inputs legal somewhere.
+        for (r, range) in layout.role_inputs.iter().enumerate() {
+            if transposing[r] {
+                let inputs = first_input + range.start as usize..first_input + range.end as usize;
+                words[inputs.start * W..inputs.end * W].fill(0);
+            } else {
+                for &(i, _) in &found[r][..found_len[r]] {
+                    words[(first_input + i as usize) * W..][..W].fill(0);
+                }
+            }
+        }
         step += 1;
         phases.steps += 1;
         clock.lap(&mut phases.next);
