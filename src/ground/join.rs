@@ -10,6 +10,7 @@
 
 use super::normalize::{AtomPat, Conj, Item, Pat, RelId};
 use super::terms::{TermId, TermStore, UNBOUND};
+use hashbrown::HashTable;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::hash::Hasher;
 use std::rc::Rc;
@@ -887,6 +888,49 @@ enum SubResult {
     Aux(u32),
 }
 
+/// A sub-join's answers by binding of its given variables. The bindings are kept one after
+/// another in one array rather than boxed each: chess's check test remembers about 940,000.
+struct Memo {
+    /// The number of given variables.
+    width: usize,
+    keys: Vec<TermId>,
+    /// The position of each binding in `keys` (in units of `width`), and its answer.
+    table: HashTable<(u32, SubEntries)>,
+}
+
+fn key_hash(key: &[TermId]) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    for &t in key {
+        h.write_u32(t);
+    }
+    h.finish()
+}
+
+impl Memo {
+    fn key(&self, i: u32) -> &[TermId] {
+        let s = i as usize * self.width;
+        &self.keys[s..s + self.width]
+    }
+
+    fn get(&self, key: &[TermId]) -> Option<&SubEntries> {
+        self.table
+            .find(key_hash(key), |&(i, _)| self.key(i) == key)
+            .map(|(_, r)| r)
+    }
+
+    /// Remembers the answer for a binding not remembered yet.
+    fn insert(&mut self, key: &[TermId], r: SubEntries) {
+        // With no given variables there is one binding, the empty one, at 0.
+        let i = self.keys.len().checked_div(self.width).unwrap_or(0) as u32;
+        self.keys.extend_from_slice(key);
+        let (keys, width) = (&self.keys, self.width);
+        self.table.insert_unique(key_hash(key), (i, r), |&(j, _)| {
+            let s = j as usize * width;
+            key_hash(&keys[s..s + width])
+        });
+    }
+}
+
 /// The reference solutions of a sub-join family (see `Exec::family_aux`).
 struct Family {
     /// The solution bodies, sorted.
@@ -932,7 +976,7 @@ pub(crate) struct Exec<'a> {
     pub aux_lits: Vec<OutLit>,
     /// How many auxiliary atoms this run made.
     pub aux_count: u32,
-    memo: Vec<FxHashMap<Box<[TermId]>, SubEntries>>,
+    memo: Vec<Memo>,
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
     families: Vec<FxHashMap<Box<[TermId]>, Family>>,
@@ -957,6 +1001,8 @@ pub(crate) struct Exec<'a> {
     content_ids: Vec<u32>,
     content_ranges: Vec<(u32, u32)>,
     content_out: Vec<u32>,
+    /// Scratch space for the entries of a sub-join.
+    entries_buf: Vec<(Box<[TermId]>, SubResult)>,
     mode: Mode,
     ticks: u64,
     deadline: Instant,
@@ -996,6 +1042,7 @@ impl<'a> Exec<'a> {
             content_ids: Vec::new(),
             content_ranges: Vec::new(),
             content_out: Vec::new(),
+            entries_buf: Vec::new(),
             mode,
             ticks: 0,
             deadline,
@@ -1009,7 +1056,11 @@ impl<'a> Exec<'a> {
         self.trail.clear();
         self.lits.clear();
         self.memo.clear();
-        self.memo.resize_with(plan.subs.len(), FxHashMap::default);
+        self.memo.extend(plan.subs.iter().map(|sp| Memo {
+            width: sp.given.len(),
+            keys: Vec::new(),
+            table: HashTable::new(),
+        }));
         self.families.clear();
         self.families.resize_with(plan.subs.len(), FxHashMap::default);
         self.shared.clear();
@@ -1175,14 +1226,14 @@ impl<'a> Exec<'a> {
                     .as_ref()
                     .filter(|(k, _)| **k == *key)
                     .map(|(_, r)| r.clone());
-                let known = last.or_else(|| self.memo[*sub].get(key.as_slice()).cloned());
+                let known = last.or_else(|| self.memo[*sub].get(&key).cloned());
                 let entries = match known {
                     Some(r) => r,
                     None => {
                         // Nested sub-joins use the scratch key while this one is solved, so
                         // this binding stays in `key` until it is remembered below.
                         let r = self.solve_sub(conj, plan, *sub)?;
-                        self.memo[*sub].insert(key.as_slice().into(), r.clone());
+                        self.memo[*sub].insert(&key, r.clone());
                         r
                     }
                 };
@@ -1305,7 +1356,8 @@ impl<'a> Exec<'a> {
         let mut order: Vec<usize> = (0..ends.len()).collect();
         order.sort_unstable_by(|&a, &b| value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b))));
         order.dedup_by(|a, b| value(*a) == value(*b) && body(*a) == body(*b));
-        let mut entries = Vec::new();
+        let mut entries = std::mem::take(&mut self.entries_buf);
+        entries.clear();
         let mut these: Vec<&[OutLit]> = Vec::new();
         let mut rest = order.as_slice();
         while let Some(&first) = rest.first() {
@@ -1332,7 +1384,10 @@ impl<'a> Exec<'a> {
             };
             entries.push((values.into(), result));
         }
-        entries.into()
+        // Collected straight into the shared slice, without a vector of its own to copy from.
+        let shared: SubEntries = entries.drain(..).collect();
+        self.entries_buf = entries;
+        shared
     }
 
     /// A new auxiliary atom with one rule per body.
