@@ -858,7 +858,7 @@ impl<'d> Grounder<'d> {
         let none = vec![false; n];
         let mut out = Out {
             atom_of: Vec::new(),
-            aux_of: FxHashMap::default(),
+            aux_of: Vec::new(),
             atoms: Vec::new(),
             rules: GroundRules::new(),
             staged: GroundRules::new(),
@@ -1065,7 +1065,9 @@ struct KindCx<'a> {
 struct Out {
     /// The atom id of each term, `u32::MAX` if it has none yet; grown as terms are added.
     atom_of: Vec<u32>,
-    aux_of: FxHashMap<u32, AtomId>,
+    /// The atom of each auxiliary atom number (numbers are dense from 0), `u32::MAX` before
+    /// its first use.
+    aux_of: Vec<u32>,
     atoms: Vec<GroundAtom>,
     /// The rules settled so far, possibly with repeats (removed at the end).
     rules: GroundRules,
@@ -1097,8 +1099,8 @@ impl Out {
     /// The id of auxiliary atom `n`, made on first use. Its text holds a `;`, which no symbol
     /// of a game can contain, so it never clashes with an atom of the game.
     fn aux(&mut self, n: u32) -> AtomId {
-        if let Some(&id) = self.aux_of.get(&n) {
-            return id;
+        if let Some(&id) = self.aux_of.get(n as usize).filter(|&&id| id != u32::MAX) {
+            return AtomId(id);
         }
         let id = AtomId::from_index(self.atoms.len());
         self.atoms.push(GroundAtom {
@@ -1108,7 +1110,10 @@ impl Out {
         self.alias.push(id);
         self.term_of.push(u32::MAX);
         self.settled.push(false);
-        self.aux_of.insert(n, id);
+        if self.aux_of.len() <= n as usize {
+            self.aux_of.resize(n as usize + 1, u32::MAX);
+        }
+        self.aux_of[n as usize] = id.0;
         id
     }
 

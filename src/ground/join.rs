@@ -10,6 +10,7 @@
 
 use super::normalize::{AtomPat, Conj, Item, Pat, RelId};
 use super::terms::{TermId, TermStore, UNBOUND};
+use hashbrown::HashTable;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::hash::Hasher;
 use std::rc::Rc;
@@ -887,6 +888,49 @@ enum SubResult {
     Aux(u32),
 }
 
+/// A sub-join's answers by binding of its given variables. The bindings are kept one after
+/// another in one array rather than boxed each: chess's check test remembers about 940,000.
+struct Memo {
+    /// The number of given variables.
+    width: usize,
+    keys: Vec<TermId>,
+    /// The position of each binding in `keys` (in units of `width`), and its answer.
+    table: HashTable<(u32, SubEntries)>,
+}
+
+fn key_hash(key: &[TermId]) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    for &t in key {
+        h.write_u32(t);
+    }
+    h.finish()
+}
+
+impl Memo {
+    fn key(&self, i: u32) -> &[TermId] {
+        let s = i as usize * self.width;
+        &self.keys[s..s + self.width]
+    }
+
+    fn get(&self, key: &[TermId]) -> Option<&SubEntries> {
+        self.table
+            .find(key_hash(key), |&(i, _)| self.key(i) == key)
+            .map(|(_, r)| r)
+    }
+
+    /// Remembers the answer for a binding not remembered yet.
+    fn insert(&mut self, key: &[TermId], r: SubEntries) {
+        // With no given variables there is one binding, the empty one, at 0.
+        let i = self.keys.len().checked_div(self.width).unwrap_or(0) as u32;
+        self.keys.extend_from_slice(key);
+        let (keys, width) = (&self.keys, self.width);
+        self.table.insert_unique(key_hash(key), (i, r), |&(j, _)| {
+            let s = j as usize * width;
+            key_hash(&keys[s..s + width])
+        });
+    }
+}
+
 /// The reference solutions of a sub-join family (see `Exec::family_aux`).
 struct Family {
     /// The solution bodies, sorted.
@@ -932,7 +976,7 @@ pub(crate) struct Exec<'a> {
     pub aux_lits: Vec<OutLit>,
     /// How many auxiliary atoms this run made.
     pub aux_count: u32,
-    memo: Vec<FxHashMap<Box<[TermId]>, SubEntries>>,
+    memo: Vec<Memo>,
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
     families: Vec<FxHashMap<Box<[TermId]>, Family>>,
@@ -947,6 +991,18 @@ pub(crate) struct Exec<'a> {
     shared: Vec<FxHashMap<Box<[u32]>, u32>>,
     /// For each sub-join, the binding it was last asked with and its answer.
     last: Vec<Option<(Vec<TermId>, SubEntries)>>,
+    /// Scratch space for the solutions of a sub-join (`Exec::solve_sub`): their out values,
+    /// their bodies one after another, and where each body ends.
+    sol_vals: Vec<TermId>,
+    sol_lits: Vec<OutLit>,
+    sol_ends: Vec<u32>,
+    /// Scratch space for a family's key, and for the content of a set of solutions.
+    fkey: Vec<TermId>,
+    content_ids: Vec<u32>,
+    content_ranges: Vec<(u32, u32)>,
+    content_out: Vec<u32>,
+    /// Scratch space for the entries of a sub-join.
+    entries_buf: Vec<(Box<[TermId]>, SubResult)>,
     mode: Mode,
     ticks: u64,
     deadline: Instant,
@@ -979,6 +1035,14 @@ impl<'a> Exec<'a> {
             canon: &[],
             shared: Vec::new(),
             last: Vec::new(),
+            sol_vals: Vec::new(),
+            sol_lits: Vec::new(),
+            sol_ends: Vec::new(),
+            fkey: Vec::new(),
+            content_ids: Vec::new(),
+            content_ranges: Vec::new(),
+            content_out: Vec::new(),
+            entries_buf: Vec::new(),
             mode,
             ticks: 0,
             deadline,
@@ -992,7 +1056,11 @@ impl<'a> Exec<'a> {
         self.trail.clear();
         self.lits.clear();
         self.memo.clear();
-        self.memo.resize_with(plan.subs.len(), FxHashMap::default);
+        self.memo.extend(plan.subs.iter().map(|sp| Memo {
+            width: sp.given.len(),
+            keys: Vec::new(),
+            table: HashTable::new(),
+        }));
         self.families.clear();
         self.families.resize_with(plan.subs.len(), FxHashMap::default);
         self.shared.clear();
@@ -1158,14 +1226,14 @@ impl<'a> Exec<'a> {
                     .as_ref()
                     .filter(|(k, _)| **k == *key)
                     .map(|(_, r)| r.clone());
-                let known = last.or_else(|| self.memo[*sub].get(key.as_slice()).cloned());
+                let known = last.or_else(|| self.memo[*sub].get(&key).cloned());
                 let entries = match known {
                     Some(r) => r,
                     None => {
                         // Nested sub-joins use the scratch key while this one is solved, so
                         // this binding stays in `key` until it is remembered below.
                         let r = self.solve_sub(conj, plan, *sub)?;
-                        self.memo[*sub].insert(key.as_slice().into(), r.clone());
+                        self.memo[*sub].insert(&key, r.clone());
                         r
                     }
                 };
@@ -1235,49 +1303,91 @@ impl<'a> Exec<'a> {
                 .map(|v| (v, SubResult::Inline(Box::new([]))))
                 .collect());
         }
-        let mut solutions: Vec<(Box<[TermId]>, Vec<OutLit>)> = Vec::new();
-        self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
-            let mut body = ex.lits[mark..].to_vec();
-            body.sort_unstable();
-            body.dedup();
+        // The solutions go one after another into two arrays (their out values, and their
+        // bodies), rather than a vector each: chess's check test solves sub-joins about a
+        // million times, and allocating every solution was a tenth of its grounding.
+        let mut vals = std::mem::take(&mut self.sol_vals);
+        let mut lits = std::mem::take(&mut self.sol_lits);
+        let mut ends = std::mem::take(&mut self.sol_ends);
+        vals.clear();
+        lits.clear();
+        ends.clear();
+        let solved = self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
+            let start = lits.len();
+            lits.extend_from_slice(&ex.lits[mark..]);
+            sort_dedup_from(&mut lits, start);
             // Both x and (not x): this solution never holds.
-            if body
+            if lits[start..]
                 .windows(2)
                 .any(|w| w[0].rel == w[1].rel && w[0].atom == w[1].atom)
             {
+                lits.truncate(start);
                 return Ok(());
             }
-            let values: Box<[TermId]> = sp.out.iter().map(|&v| ex.binds[v as usize]).collect();
-            solutions.push((values, body));
+            vals.extend(sp.out.iter().map(|&v| ex.binds[v as usize]));
+            ends.push(lits.len() as u32);
             Ok(())
-        })?;
-        solutions.sort_unstable();
-        solutions.dedup();
-        let mut entries = Vec::new();
-        let mut rest = solutions.as_slice();
-        while let Some((values, _)) = rest.first() {
-            let same = rest.iter().take_while(|(v, _)| v == values).count();
-            let (these, tail) = rest.split_at(same);
-            rest = tail;
-            let result = if these.iter().any(|(_, body)| body.is_empty()) {
+        });
+        let result = solved.map(|()| self.entries(sub, sp, &vals, &lits, &ends));
+        self.sol_vals = vals;
+        self.sol_lits = lits;
+        self.sol_ends = ends;
+        result
+    }
+
+    /// The entries of sub-join `sub` from its solutions: solution `i` has the out values
+    /// `vals[i * nout..]` and the body `lits[ends[i - 1]..ends[i]]` (sorted, without repeats).
+    fn entries(
+        &mut self,
+        sub: usize,
+        sp: &SubPlan,
+        vals: &[TermId],
+        lits: &[OutLit],
+        ends: &[u32],
+    ) -> SubEntries {
+        let nout = sp.out.len();
+        let value = |i: usize| &vals[i * nout..(i + 1) * nout];
+        let body = |i: usize| {
+            let s = if i == 0 { 0 } else { ends[i - 1] as usize };
+            &lits[s..ends[i] as usize]
+        };
+        // Sorted by values, then body, without repeats: a group of equal values is one entry,
+        // and its bodies come sorted (the families rely on that).
+        let mut order: Vec<usize> = (0..ends.len()).collect();
+        order.sort_unstable_by(|&a, &b| value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b))));
+        order.dedup_by(|a, b| value(*a) == value(*b) && body(*a) == body(*b));
+        let mut entries = std::mem::take(&mut self.entries_buf);
+        entries.clear();
+        let mut these: Vec<&[OutLit]> = Vec::new();
+        let mut rest = order.as_slice();
+        while let Some(&first) = rest.first() {
+            let values = value(first);
+            let same = rest.iter().take_while(|&&i| value(i) == values).count();
+            these.clear();
+            these.extend(rest[..same].iter().map(|&i| body(i)));
+            rest = &rest[same..];
+            let result = if these.iter().any(|b| b.is_empty()) {
                 // A solution with nothing dynamic in it makes the whole group true.
                 SubResult::Inline(Box::new([]))
             } else if these.len() == 1 {
-                SubResult::Inline(these[0].1.clone().into())
+                SubResult::Inline(these[0].into())
             } else if sp.family.is_empty() {
-                SubResult::Aux(self.new_aux(these.iter().map(|(_, body)| body.as_slice())))
+                SubResult::Aux(self.new_aux(these.iter().copied()))
             } else {
-                let mut fkey: Vec<TermId> = sp
-                    .family
-                    .iter()
-                    .map(|&j| self.binds[sp.given[j] as usize])
-                    .collect();
+                let mut fkey = std::mem::take(&mut self.fkey);
+                fkey.clear();
+                fkey.extend(sp.family.iter().map(|&j| self.binds[sp.given[j] as usize]));
                 fkey.extend_from_slice(values);
-                SubResult::Aux(self.family_aux(sub, fkey.into(), these))
+                let n = self.family_aux(sub, &fkey, &these);
+                self.fkey = fkey;
+                SubResult::Aux(n)
             };
-            entries.push((values.clone(), result));
+            entries.push((values.into(), result));
         }
-        Ok(entries.into())
+        // Collected straight into the shared slice, without a vector of its own to copy from.
+        let shared: SubEntries = entries.drain(..).collect();
+        self.entries_buf = entries;
+        shared
     }
 
     /// A new auxiliary atom with one rule per body.
@@ -1301,82 +1411,94 @@ impl<'a> Exec<'a> {
     /// and a suffix chain of the reference takes fewer rules, but the chains are gates the
     /// merge pass cannot share: chess's optimized net grew from 658,000 to 886,000
     /// components.)
-    fn family_aux(&mut self, sub: usize, fkey: Box<[TermId]>, these: &[(Box<[TermId]>, Vec<OutLit>)]) -> u32 {
-        let content = self.content(these);
-        if let Some(&n) = content.as_ref().and_then(|c| self.shared[sub].get(c)) {
-            return n;
+    fn family_aux(&mut self, sub: usize, fkey: &[TermId], these: &[&[OutLit]]) -> u32 {
+        let mut content = std::mem::take(&mut self.content_out);
+        let known = self.content(these, &mut content);
+        if known {
+            if let Some(&n) = self.shared[sub].get(content.as_slice()) {
+                self.content_out = content;
+                return n;
+            }
         }
         let n = self.family_aux_made(sub, fkey, these);
-        if let Some(c) = content {
-            self.shared[sub].insert(c, n);
+        if known {
+            self.shared[sub].insert(content.as_slice().into(), n);
         }
+        self.content_out = content;
         n
     }
 
-    /// The solutions `these` read through `canon`, each body sorted and the bodies sorted, one
-    /// after another with each body's length before it; `None` when a literal's atom is not
-    /// settled.
-    fn content(&self, these: &[(Box<[TermId]>, Vec<OutLit>)]) -> Option<Box<[u32]>> {
-        let mut bodies: Vec<Vec<u32>> = Vec::with_capacity(these.len());
-        for (_, body) in these {
-            let mut ids = Vec::with_capacity(body.len());
-            for l in body {
+    /// Writes to `out` the solutions `these` read through `canon`, each body sorted and the
+    /// bodies sorted, one after another with each body's length before it; false when a
+    /// literal's atom is not settled.
+    fn content(&mut self, these: &[&[OutLit]], out: &mut Vec<u32>) -> bool {
+        let ids = &mut self.content_ids;
+        let ranges = &mut self.content_ranges;
+        ids.clear();
+        ranges.clear();
+        out.clear();
+        for body in these {
+            let start = ids.len();
+            for l in body.iter() {
                 if l.rel == AUX {
-                    return None;
+                    return false;
                 }
-                let id = *self.canon.get(l.atom as usize)?;
-                if id == u32::MAX {
-                    return None;
+                match self.canon.get(l.atom as usize) {
+                    Some(&id) if id != u32::MAX => ids.push(id << 1 | l.negated as u32),
+                    _ => return false,
                 }
-                ids.push(id << 1 | l.negated as u32);
             }
-            ids.sort_unstable();
-            ids.dedup();
-            bodies.push(ids);
+            sort_dedup_from(ids, start);
+            ranges.push((start as u32, ids.len() as u32));
         }
-        bodies.sort_unstable();
-        bodies.dedup();
-        let mut out = Vec::with_capacity(bodies.iter().map(|b| b.len() + 1).sum());
-        for b in bodies {
-            out.push(b.len() as u32);
-            out.extend(b);
+        let ids = &*ids;
+        let slice = |r: &(u32, u32)| &ids[r.0 as usize..r.1 as usize];
+        ranges.sort_unstable_by(|a, b| slice(a).cmp(slice(b)));
+        ranges.dedup_by(|a, b| slice(a) == slice(b));
+        for r in ranges.iter() {
+            out.push(r.1 - r.0);
+            out.extend_from_slice(slice(r));
         }
-        Some(out.into())
+        true
     }
 
     /// `family_aux` for solutions whose set no atom made before has.
-    fn family_aux_made(
-        &mut self,
-        sub: usize,
-        fkey: Box<[TermId]>,
-        these: &[(Box<[TermId]>, Vec<OutLit>)],
-    ) -> u32 {
-        let bodies = || these.iter().map(|(_, body)| body);
-        let reference = self.families[sub].get(&fkey);
+    fn family_aux_made(&mut self, sub: usize, fkey: &[TermId], these: &[&[OutLit]]) -> u32 {
+        let bodies = || these.iter().copied();
+        let reference = self.families[sub].get(fkey);
         let replace = reference.is_none_or(|f| f.bodies.len() < these.len());
         let missing = reference.and_then(|f| {
-            if f.bodies.len() == these.len() && f.bodies.iter().eq(bodies()) {
+            if f.bodies.len() == these.len() && f.bodies.iter().map(Vec::as_slice).eq(bodies()) {
                 return Some(None);
             }
             if f.bodies.len() != these.len() + 1 {
                 return None;
             }
             // Both are sorted: the first place they differ is the one missing solution.
-            let i = f.bodies.iter().zip(bodies()).take_while(|(a, b)| a == b).count();
-            f.bodies[i + 1..].iter().eq(bodies().skip(i)).then_some(Some(i))
+            let i = f
+                .bodies
+                .iter()
+                .zip(bodies())
+                .take_while(|(a, b)| a.as_slice() == *b)
+                .count();
+            f.bodies[i + 1..]
+                .iter()
+                .map(Vec::as_slice)
+                .eq(bodies().skip(i))
+                .then_some(Some(i))
         });
         match missing {
-            Some(None) => self.families[sub][&fkey].aux,
-            Some(Some(i)) => self.family_without(sub, &fkey, i),
+            Some(None) => self.families[sub][fkey].aux,
+            Some(Some(i)) => self.family_without(sub, fkey, i),
             None => {
-                let n = self.new_aux(bodies().map(Vec::as_slice));
+                let n = self.new_aux(bodies());
                 if replace {
                     let family = Family {
-                        bodies: bodies().cloned().collect(),
+                        bodies: bodies().map(<[OutLit]>::to_vec).collect(),
                         aux: n,
                         without: FxHashMap::default(),
                     };
-                    self.families[sub].insert(fkey, family);
+                    self.families[sub].insert(fkey.into(), family);
                 }
                 n
             }
@@ -1447,6 +1569,19 @@ impl<'a> Exec<'a> {
         self.undo(mark);
         Ok(ok && at.exists_only)
     }
+}
+
+/// Sorts `v[start..]` and removes its repeats.
+fn sort_dedup_from<T: Ord + Copy>(v: &mut Vec<T>, start: usize) {
+    v[start..].sort_unstable();
+    let mut w = start;
+    for r in start..v.len() {
+        if w == start || v[r] != v[w - 1] {
+            v[w] = v[r];
+            w += 1;
+        }
+    }
+    v.truncate(w);
 }
 
 /// The scan in progress.
