@@ -1,7 +1,7 @@
 //! The grounder's phases: classify relations, evaluate the static ones exactly and the dynamic
 //! ones as an over-approximation, then instantiate the dynamic rules (see `doc/grounding.md`).
 
-use super::join::{self, Bounds, Exec, Mode, OutLit, Plan, Relation, Stop, AUX};
+use super::join::{self, sort_dedup_from, Bounds, Exec, Mode, OutLit, Plan, Relation, Stop, AUX};
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
 use super::project;
@@ -1527,15 +1527,7 @@ fn intern_ground(store: &mut TermStore, t: &Term) -> Option<TermId> {
 /// Sorts the body `lits[s..]` and removes repeated literals; returns whether it can hold (a
 /// body with both `x` and `(not x)` never does, and is removed too).
 fn normalize_body(lits: &mut Vec<GroundLit>, s: usize) -> bool {
-    lits[s..].sort_unstable();
-    let mut w = s;
-    for i in s..lits.len() {
-        if w == s || lits[i] != lits[w - 1] {
-            lits[w] = lits[i];
-            w += 1;
-        }
-    }
-    lits.truncate(w);
+    sort_dedup_from(lits, s);
     if lits[s..].windows(2).any(|p| p[0].atom() == p[1].atom()) {
         lits.truncate(s);
         return false;

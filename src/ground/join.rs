@@ -1572,7 +1572,7 @@ impl<'a> Exec<'a> {
 }
 
 /// Sorts `v[start..]` and removes its repeats.
-fn sort_dedup_from<T: Ord + Copy>(v: &mut Vec<T>, start: usize) {
+pub(super) fn sort_dedup_from<T: Ord + Copy>(v: &mut Vec<T>, start: usize) {
     v[start..].sort_unstable();
     let mut w = start;
     for r in start..v.len() {
