@@ -15,7 +15,8 @@
 //! chunks of the gates it needs, the view's included, as before entries got chunks of their
 //! own), `separate` (every entry with chunks of its own), `noroot` (no `fold_shared`: wide folds
 //! read twice keep their loads out of the operations), `nowindow` (also every slot addressed from
-//! the array's start, no base register following the stores), `every` (also every gate stored
+//! the array's start, no base register following the stores), `nosink` (no gate folded into the
+//! wide gate reading it as it is computed: see `sink` in `lower::Options`), `every` (also every gate stored
 //! into its slot, as before gates read only within their chunk stayed in registers) and
 //! `plain` (also computing one gate at a time, no gate in part: the code before clusters and
 //! partial values).
@@ -89,15 +90,28 @@ fn variants() -> Vec<(&'static str, Options)> {
         sharing: Sharing::Separate,
         ..default.clone()
     };
-    vec![
+    let unsunk = Options {
+        sink: false,
+        ..default.clone()
+    };
+    let all = vec![
         ("default", default),
+        ("nosink", unsunk),
         ("shared", shared),
         ("separate", separate),
         ("noroot", unrooted),
         ("nowindow", unwindowed),
         ("every", every),
         ("plain", plain),
-    ]
+    ];
+    // `PROPJET_VARIANTS=default,nosink` keeps only the variants named.
+    match std::env::var("PROPJET_VARIANTS") {
+        Ok(names) => all
+            .into_iter()
+            .filter(|(name, _)| names.split(',').any(|n| n == *name))
+            .collect(),
+        Err(_) => all,
+    }
 }
 
 /// Random words in every base and input slot of `lanes`.

@@ -21,8 +21,8 @@ use common::differential::{
 use common::random_program::{random_program, with_opaque, HashedOpaque, Shape};
 use propjet::lower::{self, Backend, LowerError, Options, Regalloc, Sharing};
 use propjet_runtime::{
-    lane_rollouts, machine_rollouts, Engine, Entry, GoalRule, Interpreter, LaneEngine, Lit, Machine,
-    MachineError, Native, NativeError, Opaque, PackedState, Plan, Program, Rng, RoleIdx, RolloutSource,
+    lane_rollouts, machine_rollouts, Engine, Entry, Gate, GoalRule, Interpreter, LaneEngine, Lit, Machine,
+    MachineError, Native, NativeError, Op, Opaque, PackedState, Plan, Program, Rng, RoleIdx, RolloutSource,
     Stall, Width,
 };
 use proptest::prelude::*;
@@ -171,13 +171,14 @@ proptest! {
         store_every_gate: bool,
         window: bool,
         fold_shared: bool,
+        sink: bool,
         sharing in prop_oneof![
             Just(Sharing::Auto), Just(Sharing::Separate), Just(Sharing::ViewApart), Just(Sharing::Shared)
         ],
     ) {
         let program = random_program(&shape, seed);
         let options = Options {
-            backend, keep, cluster, partial, store_every_gate, window, fold_shared, sharing,
+            backend, keep, cluster, partial, store_every_gate, window, fold_shared, sink, sharing,
             ..options(chunk_cost)
         };
         let result = differential(&program, &options, seed ^ 0x5eed);
@@ -261,6 +262,108 @@ fn a_program_larger_than_several_default_chunks() {
         program.gates_of(Entry::View).len()
     );
     check(&program, &options(Options::default().chunk_cost), 5);
+}
+
+/// `program` with three wide gates appended, each over 70 to 90 gates of its own that are
+/// ANDs of seven random literals (so that they are rarely true and the wide gate is not
+/// saturated: about half of the lanes differ), mixed with gates of the program, with a base
+/// or two as further operands; the terminal bit, the first next bit and the first view read
+/// them, and a few of the small gates are views too. The small gates are folded into their
+/// wide gate as they are computed, across chunk cuts (`sink` in `lower::Options`).
+fn with_wide_gates_over_gates(program: &Program, seed: u64) -> Program {
+    let mut rng = Rng::new(seed);
+    let mut p = program.clone();
+    let bases = p.num_bases() as u32;
+    let inputs = p.num_inputs() as u32;
+    let lit = |rng: &mut Rng, with_inputs: bool| {
+        let choices = bases + if with_inputs { inputs } else { 0 };
+        let slot = 2 + rng.below(choices);
+        if rng.below(2) == 0 {
+            Lit::neg(slot)
+        } else {
+            Lit::pos(slot)
+        }
+    };
+    let gate = |p: &mut Program, op: Op, operands: &[Lit]| -> u32 {
+        let start = p.operands.len() as u32;
+        p.operands.extend_from_slice(operands);
+        p.gates.push(Gate {
+            op,
+            start,
+            len: operands.len() as u32,
+        });
+        (p.first_gate_slot() + p.gates.len() - 1) as u32
+    };
+    // (the wide gate's operation, whether its small gates are negated operands, whether they
+    // may read inputs)
+    let mut wide = Vec::new();
+    for (op, negated, with_inputs) in [
+        (Op::Or, false, false),
+        (Op::Or, false, true),
+        (Op::And, true, true),
+    ] {
+        let count = 70 + rng.below(21);
+        let mut operands = Vec::new();
+        for _ in 0..count {
+            let ands: Vec<Lit> = (0..7).map(|_| lit(&mut rng, with_inputs)).collect();
+            let h = gate(&mut p, Op::And, &ands);
+            operands.push(if negated { Lit::neg(h) } else { Lit::pos(h) });
+            if rng.below(8) == 0 {
+                p.views.push(Lit::pos(h));
+                p.layout.views.push(format!("(small {h})"));
+            }
+        }
+        // A base in the group the small gates do not join, and one in the group they join.
+        let (x, y) = (2 + rng.below(bases), 2 + rng.below(bases));
+        operands.extend(if negated {
+            [Lit::pos(x), Lit::neg(y)]
+        } else {
+            [Lit::neg(x), Lit::pos(y)]
+        });
+        wide.push(gate(&mut p, op, &operands));
+    }
+    p.terminal = Lit::pos(wide[0]);
+    if let Some(n) = p.next.first_mut() {
+        *n = Lit::neg(wide[1]);
+    }
+    if let Some(v) = p.views.first_mut() {
+        *v = Lit::pos(wide[2]);
+    }
+    p.compute_entry_gates();
+    p
+}
+
+#[test]
+fn wide_gates_fold_the_gates_they_read_as_these_are_computed() {
+    let mut differs = 0;
+    for seed in 0..6u64 {
+        let mut shape = Shape::sized(20 + 5 * seed as usize, 120 + 30 * seed as usize);
+        shape.max_fanin = 3;
+        shape.views = 10;
+        let program = with_wide_gates_over_gates(&random_program(&shape, seed), seed);
+        for sharing in [Sharing::Auto, Sharing::Separate, Sharing::Shared] {
+            for chunk_cost in [1, 5, 37, 400, Options::default().chunk_cost] {
+                for (keep, store_every_gate) in [(8, false), (0, false), (8, true), (1, false)] {
+                    let opts = Options {
+                        sharing,
+                        keep,
+                        store_every_gate,
+                        backend: Backend::Cranelift,
+                        ..options(chunk_cost)
+                    };
+                    check(&program, &opts, seed);
+                    if chunk_cost == 400 && keep == 8 && !store_every_gate {
+                        let with = lower::lower(program.clone(), &opts).expect("lowers");
+                        let without = Options { sink: false, ..opts };
+                        let without = lower::lower(program.clone(), &without).expect("lowers");
+                        differs += usize::from(with.stats.code_bytes != without.stats.code_bytes);
+                    }
+                }
+            }
+        }
+    }
+    // The wide gates did change the code (each program has three).
+    assert!(differs > 0, "folding gates into wide gates changed nothing");
 }
 
 #[test]

@@ -41,6 +41,16 @@ pub(super) struct Shape {
     pub root: bool,
 }
 
+/// What a chunk's part says of its gates, indexed by gate.
+#[derive(Copy, Clone)]
+pub(super) struct Memory<'a> {
+    /// Whether the gate's value must be in its slot when the chunk returns.
+    pub stored: &'a [bool],
+    /// The wide gate of the same group the gate is folded into as soon as computed, or
+    /// `u32::MAX` (`Plan::sinks`).
+    pub sinks: &'a [u32],
+}
+
 /// The most accumulators a long operand group is folded into: enough to keep two or three
 /// loads per cycle busy, few enough to leave registers for the kept values.
 pub(super) const ACCUMULATORS: usize = 4;
@@ -253,6 +263,10 @@ struct Step {
     uses: Vec<(u32, u32, Lit)>,
     /// Consecutive ranges of `uses` covering them all, in order.
     parts: Vec<Part>,
+    /// Whether the partial value of the step's one gate computed in part must be stored at
+    /// once: a wide gate of a later chunk whose sinks this step folds for the last time in the
+    /// chunk (see [`sink_step`]).
+    flush: bool,
 }
 
 /// A run of a step's uses: plain (each value folded into the gates that read it), or a block
@@ -324,10 +338,18 @@ const PARTIAL_SHARE: u32 = 3;
 /// it folds those operands into a partial value and stores it into the gate's slot, and the
 /// gate's own step reads that slot instead of them. Nothing reads a gate's slot before its own
 /// step: its readers come after it, and a cluster takes only gates whose operands are done.
-fn steps(program: &Program, gates: &[u32], most: usize, partial: bool) -> Vec<Step> {
+fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[u32]) -> Vec<Step> {
     // The operands each position still has to fold: its own unless a partial value replaced
     // some of them. The program validated, so every gate's operand run is in bounds.
     let mut rest: Vec<Option<Vec<Lit>>> = vec![None; gates.len()];
+    let mut sunk = Sunk::new(program, gates, sinks);
+    for (p, &g) in gates.iter().enumerate() {
+        if let Some(left) = sunk.rest(program, g) {
+            rest[p] = Some(left);
+        }
+    }
+    // What the gates read once their sinks are folded in.
+    let initial = rest.clone();
     fn operands<'a>(
         program: &'a Program,
         gates: &[u32],
@@ -339,7 +361,10 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool) -> Vec<St
             None => program.gate_operands(gates[p] as usize).unwrap_or(&[]),
         }
     }
-    let original = |p: usize| program.gate_operands(gates[p] as usize).unwrap_or(&[]);
+    let original = |p: usize| match &initial[p] {
+        Some(ops) => &ops[..],
+        None => program.gate_operands(gates[p] as usize).unwrap_or(&[]),
+    };
     let wide = |p: usize| original(p).len() >= CLUSTER_WIDTH;
     let clusters = most > 1 || partial;
     // Which step computes each position (`u32::MAX`: none yet).
@@ -368,7 +393,9 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool) -> Vec<St
             }
         }
     }
-    let mut partly = vec![false; gates.len()];
+    // A wide gate with sinks holds their partial value in its slot: no cluster computes it in
+    // part as well.
+    let mut partly: Vec<bool> = initial.iter().map(Option::is_some).collect();
     let mut out: Vec<Step> = Vec::new();
     let mut score: FxHashMap<u32, u32> = FxHashMap::default();
     let mut union: FxHashSet<u32> = FxHashSet::default();
@@ -478,9 +505,144 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool) -> Vec<St
             members: members.len(),
             uses,
             parts,
+            flush: false,
         });
+        // The gates just computed whole that wide gates fold in, one step per wide gate.
+        let done: Vec<u32> = members.iter().map(|&q| gates[q as usize]).collect();
+        let mut into: Vec<u32> = Vec::new();
+        for &h in &done {
+            let g = sinks.get(h as usize).copied().unwrap_or(u32::MAX);
+            if g != u32::MAX && !into.contains(&g) {
+                into.push(g);
+            }
+        }
+        for g in into {
+            let folded: Vec<u32> = done.iter().copied().filter(|&h| sinks[h as usize] == g).collect();
+            out.push(sunk.step(g, &folded));
+        }
     }
     out
+}
+
+/// The sinks of a chunk: gates folded into a wide gate of the same group as soon as they are
+/// computed (`Plan::sinks` in `mod.rs`). The wide gate's slot holds the partial value (the
+/// fold of its sinks computed so far, joined as its operand group joins) from one such step
+/// to the next and from chunk to chunk, and the wide gate's own step reads it in place of its
+/// sinks.
+struct Sunk<'a> {
+    sinks: &'a [u32],
+    /// For each wide gate seen: the literal of its own slot in the operand group its sinks
+    /// join, whether its slot holds a partial value already, and how many of its sinks the
+    /// chunk computes that are not folded yet.
+    state: FxHashMap<u32, (Lit, bool, usize)>,
+    /// The literal of each sink seen in its wide gate's operands.
+    lits: FxHashMap<u32, Lit>,
+    /// The chunk's gates.
+    here: FxHashSet<u32>,
+}
+
+impl<'a> Sunk<'a> {
+    fn new(program: &Program, gates: &[u32], sinks: &'a [u32]) -> Sunk<'a> {
+        let mut sunk = Sunk {
+            sinks,
+            state: FxHashMap::default(),
+            lits: FxHashMap::default(),
+            here: gates.iter().copied().collect(),
+        };
+        let first = gates.first().copied().unwrap_or(0);
+        let sink_of = |h: u32| sinks.get(h as usize).copied().unwrap_or(u32::MAX);
+        // Wide gates of the chunk with sinks, and wide gates of later chunks with sinks here.
+        let mut wide: Vec<u32> = gates
+            .iter()
+            .map(|&h| sink_of(h))
+            .filter(|&g| g != u32::MAX)
+            .collect();
+        wide.extend(
+            gates
+                .iter()
+                .copied()
+                .filter(|&g| program.gates[g as usize].len as usize >= super::SINK_OPERANDS),
+        );
+        wide.sort_unstable();
+        wide.dedup();
+        let first_gate = program.first_gate_slot();
+        for g in wide {
+            let mut own = None;
+            let mut before = false;
+            for &lit in program.gate_operands(g as usize).unwrap_or(&[]) {
+                let Some(h) = (lit.slot() as usize).checked_sub(first_gate) else {
+                    continue;
+                };
+                if sink_of(h as u32) == g {
+                    let slot = program.gate_slot(g as usize);
+                    own = Some(if lit.is_negated() {
+                        Lit::neg(slot)
+                    } else {
+                        Lit::pos(slot)
+                    });
+                    before |= (h as u32) < first;
+                    sunk.lits.insert(h as u32, lit);
+                }
+            }
+            if let Some(own) = own {
+                let here = gates.iter().filter(|&&h| sink_of(h) == g).count();
+                sunk.state.insert(g, (own, before, here));
+            }
+        }
+        sunk
+    }
+
+    /// What gate `g` of the chunk still reads if it has sinks: its partial value (its own
+    /// slot) and its other operands.
+    fn rest(&self, program: &Program, g: u32) -> Option<Vec<Lit>> {
+        let &(own, _, _) = self.state.get(&g)?;
+        let first = program.first_gate_slot();
+        let mut left = vec![own];
+        left.extend(
+            program
+                .gate_operands(g as usize)
+                .unwrap_or(&[])
+                .iter()
+                .filter(|lit| {
+                    (lit.slot() as usize)
+                        .checked_sub(first)
+                        .is_none_or(|h| self.sinks.get(h).copied() != Some(g))
+                }),
+        );
+        Some(left)
+    }
+
+    /// The step folding `folded`, sinks of `g` just computed, into `g`'s partial value: it reads
+    /// the partial value if there is one already, and stores the new one at once if `g` is not
+    /// in the chunk and these are its last sinks here.
+    fn step(&mut self, g: u32, folded: &[u32]) -> Step {
+        let mut uses: Vec<(u32, u32, Lit)> = Vec::new();
+        let mut flush = false;
+        if let Some((own, started, left)) = self.state.get_mut(&g) {
+            if *started {
+                uses.push((own.slot(), 0, *own));
+            }
+            *started = true;
+            *left = left.saturating_sub(folded.len());
+            flush = *left == 0 && !self.here.contains(&g);
+        }
+        uses.extend(
+            folded
+                .iter()
+                .filter_map(|h| self.lits.get(h).map(|&lit| (lit.slot(), 0, lit))),
+        );
+        Step {
+            gates: vec![g],
+            members: 0,
+            parts: vec![Part {
+                uses: 0..uses.len(),
+                block: None,
+                done: vec![0],
+            }],
+            uses,
+            flush,
+        }
+    }
 }
 
 /// The gates (positions, ascending) that a cluster with operand slots `union` computes in part,
@@ -623,18 +785,20 @@ fn interleave(
 }
 
 /// Emits `gates`: each gate's value computed, each after the gates it reads, and stored into
-/// its slot if `stored` says so (indexed by gate) or if it leaves the registers before a later
-/// gate of `gates` reads it.
+/// its slot if `memory.stored` says so (indexed by gate) or if it leaves the registers before a
+/// later gate of `gates` reads it; each gate that `memory.sinks` folds into a wide gate is
+/// folded into its partial value right after it is computed.
 pub(super) fn emit(
     b: &mut FunctionBuilder,
     base: Value,
     width: Width,
     program: &Program,
     gates: &[u32],
-    stored: &[bool],
+    memory: Memory<'_>,
     shape: Shape,
 ) {
-    let steps = steps(program, gates, shape.cluster, shape.partial);
+    let Memory { stored, sinks } = memory;
+    let steps = steps(program, gates, shape.cluster, shape.partial, sinks);
     let mut window = Window {
         array: base,
         width,
@@ -655,7 +819,8 @@ pub(super) fn emit(
     for step in &steps {
         // Each gate's groups: with several gates in the step, their chains already run side by
         // side, so each gets a share of the accumulators.
-        let most = shape.accumulators.div_ceil(step.members);
+        // (A step folding sinks computes no gate whole.)
+        let most = shape.accumulators.div_ceil(step.members.max(1));
         folds.clear();
         for (m, &g) in step.gates.iter().enumerate() {
             let op = program.gates[g as usize].op;
@@ -726,7 +891,11 @@ pub(super) fn emit(
                     // The partial value goes to memory only if it leaves the registers before
                     // its gate's step reads it.
                     let slot = program.gate_slot(step.gates[m as usize] as usize);
-                    if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(true)) {
+                    if step.flush {
+                        // Read by a later chunk: stored now, and not kept.
+                        window.store(b, slot, v);
+                        kept.note(slot, v, NEVER, Some(false));
+                    } else if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(true)) {
                         window.store(b, slot, value);
                     }
                 }
@@ -897,7 +1066,7 @@ mod tests {
             ],
         );
         let all = [0, 1, 2, 3, 4];
-        let found = steps(&p, &all, 2, true);
+        let found = steps(&p, &all, 2, true, &[]);
         // g0 and g2 share ten operands; g3 reads g0, so it cannot join, but three of its four
         // operands are g0's; g4 reads g1 and g2, which are not computed before the first step.
         assert_eq!(found[0].gates, vec![0, 2, 3]);
@@ -948,9 +1117,50 @@ mod tests {
         done.sort_unstable();
         assert_eq!(done, all);
         // One gate at a time without clusters, in order.
-        let alone = steps(&p, &all, 1, false);
+        let alone = steps(&p, &all, 1, false, &[]);
         let order: Vec<Vec<u32>> = alone.iter().map(|s| s.gates.clone()).collect();
         assert_eq!(order, vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
+    }
+
+    #[test]
+    fn gates_folded_into_a_wide_gate_are_folded_as_computed_across_chunks() {
+        // 70 gates of two bases each (slots 42..112), then g70 = OR of all of them and a base.
+        let mut list: Vec<(Op, Vec<u32>)> =
+            (0..70).map(|i| (Op::And, vec![2 + i % 40, 3 + i % 37])).collect();
+        let mut wide: Vec<u32> = (42..112).collect();
+        wide.push(5);
+        list.push((Op::Or, wide));
+        let gates: Vec<(Op, &[u32])> = list.iter().map(|(op, ops)| (*op, &ops[..])).collect();
+        let p = program_with(40, &gates);
+        let own = p.gate_slot(70);
+        let mut sinks = vec![u32::MAX; 71];
+        sinks[..70].fill(70);
+        // The first chunk computes half of them, the wide gate is in the second.
+        let first: Vec<u32> = (0..35).collect();
+        let found = steps(&p, &first, 2, true, &sinks);
+        assert_eq!(found.len(), 70);
+        for (i, pair) in found.chunks(2).enumerate() {
+            assert_eq!((pair[0].gates.clone(), pair[0].members), (vec![i as u32], 1));
+            assert_eq!((pair[1].gates.clone(), pair[1].members), (vec![70], 0));
+            let read: Vec<u32> = pair[1].uses.iter().map(|u| u.0).collect();
+            let h = p.gate_slot(i);
+            // The partial value, once there is one, and the gate just computed.
+            assert_eq!(read, if i == 0 { vec![h] } else { vec![own, h] });
+            // Stored at once after the last, for the next chunk.
+            assert_eq!(pair[1].flush, i == 34);
+        }
+        let second: Vec<u32> = (35..71).collect();
+        let found = steps(&p, &second, 2, true, &sinks);
+        assert_eq!(found.len(), 71);
+        // The first fold here reads the partial value the first chunk stored.
+        let read: Vec<u32> = found[1].uses.iter().map(|u| u.0).collect();
+        assert_eq!(read, vec![own, p.gate_slot(35)]);
+        assert!(found.iter().all(|s| !s.flush));
+        // The wide gate reads its partial value and the base only.
+        let last = found.last().expect("steps");
+        assert_eq!((last.gates.clone(), last.members), (vec![70], 1));
+        let read: Vec<u32> = last.uses.iter().map(|u| u.0).collect();
+        assert_eq!(read, vec![own, 5]);
     }
 
     #[test]
@@ -958,7 +1168,7 @@ mod tests {
         // Gates at slots 4, 5, 6: g4 = b2 & b3, g5 = b2 & g4, g6 = g4 & g5.
         let p = program(&[&[2, 3], &[2, 4], &[4, 5]]);
         // Events: 2 3 [4] 2 4 [5] 4 5 [6].
-        let steps = steps(&p, &[0, 1, 2], 1, false);
+        let steps = steps(&p, &[0, 1, 2], 1, false, &[]);
         let next = next_reads(&events(&p, &steps));
         assert_eq!(next, vec![3, NEVER, 4, NEVER, 6, 7, NEVER, NEVER, NEVER]);
     }

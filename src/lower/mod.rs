@@ -46,6 +46,7 @@ use propjet_runtime::{
     Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Opaque, Program, ProgramError,
     Width,
 };
+use rustc_hash::{FxHashMap, FxHashSet};
 
 mod gates;
 mod x64;
@@ -205,6 +206,11 @@ pub struct Options {
     pub fold_shared: bool,
     /// Which entries share code (see [`Sharing`]).
     pub sharing: Sharing,
+    /// Whether Cranelift's code folds the gates that a wide gate of the same chunk group reads
+    /// into that gate's value as soon as each is computed, carrying the partial value from
+    /// chunk to chunk in the wide gate's slot, instead of storing them and loading them again
+    /// (see [`SINK_OPERANDS`]). The direct generator ignores it.
+    pub sink: bool,
 }
 
 impl Default for Options {
@@ -224,6 +230,7 @@ impl Default for Options {
             window: true,
             fold_shared: true,
             sharing: Sharing::Auto,
+            sink: true,
         }
     }
 }
@@ -357,6 +364,7 @@ pub fn lower_with(
         widths,
         options.store_every_gate,
         options.sharing,
+        options.sink && backend == Backend::Cranelift,
     );
     let compiled = compile_parallel(
         &isas,
@@ -523,11 +531,21 @@ fn supports_x128(isa: &OwnedTargetIsa) -> bool {
 
 /// The gate ranges of each chunk: consecutive runs of `gates` whose cost (operands plus one per
 /// gate) stays within `budget`, except that a single gate above the budget gets a chunk alone.
+#[cfg(test)]
 fn chunk_ranges(program: &Program, gates: &[u32], budget: usize) -> Vec<std::ops::Range<usize>> {
+    chunk_ranges_by(gates, budget, |g| program.gates[g as usize].len as usize + 1)
+}
+
+/// [`chunk_ranges`] with the cost of each gate given by `cost`.
+fn chunk_ranges_by(
+    gates: &[u32],
+    budget: usize,
+    cost_of: impl Fn(u32) -> usize,
+) -> Vec<std::ops::Range<usize>> {
     let mut ranges = Vec::new();
     let (mut start, mut cost) = (0, 0);
     for (i, &g) in gates.iter().enumerate() {
-        let c = program.gates[g as usize].len as usize + 1;
+        let c = cost_of(g);
         if cost > 0 && cost + c > budget {
             ranges.push(start..i);
             (start, cost) = (i, 0);
@@ -570,23 +588,48 @@ struct Plan {
     stored: Vec<Vec<bool>>,
     /// The entries of each part.
     parts: Vec<u8>,
+    /// For each part and each gate, the wide gate of the same group (the same part and
+    /// signature) that it is folded into as soon as it is computed (`u32::MAX`: none); see
+    /// [`SINK_OPERANDS`].
+    sinks: Vec<Vec<u32>>,
 }
 
+/// The fewest operands of a gate whose operand gates of its own group are folded into it as
+/// they are computed (its *sinks*): the wide gate's value is computed in part by every chunk
+/// that computes some of them, the partial value carried from chunk to chunk in its slot, so
+/// that they need not be stored for it and loaded again (speedChess's terminal entry is an OR
+/// over two ORs of its 1,738 legal-move gates each, which the chunk cuts separate from them).
+pub(super) const SINK_OPERANDS: usize = 64;
+
+/// The fewest operand gates of its group a wide gate must fold that way (in the one operand
+/// group, positive or negated, that has more of them).
+const SINK_LEAST: usize = 32;
+
 impl Plan {
-    /// The plan of `program`'s chunks; with `store_every_gate`, every gate is to be stored.
+    /// The plan of `program`'s chunks; with `store_every_gate`, every gate is to be stored;
+    /// with `sink`, wide gates fold their operand gates in as they are computed.
     fn new(
         program: &Program,
         chunk_cost: usize,
         widths: &[Width],
         store_every_gate: bool,
         sharing: Sharing,
+        sink: bool,
     ) -> Plan {
         let needed_by = needed_by(program);
         let parts = match sharing.parts() {
             Some(parts) => parts,
-            None => Plan::auto(program, &needed_by, chunk_cost, store_every_gate),
+            None => Plan::auto(program, &needed_by, chunk_cost, store_every_gate, sink),
         };
-        Plan::with_parts(program, &needed_by, chunk_cost, widths, store_every_gate, parts)
+        Plan::with_parts(
+            program,
+            &needed_by,
+            chunk_cost,
+            widths,
+            store_every_gate,
+            sink,
+            parts,
+        )
     }
 
     /// The parts [`Sharing::Auto`] chooses: starting from one part of every entry, of the
@@ -596,7 +639,13 @@ impl Plan {
     /// entry's gates into chunks by who else needs them, and every gate read across a cut is
     /// stored (speedChess's legal entry stored 7,146 of its 7,248 gates sharing with the
     /// others, 3,692 alone), but a gate compiled for two parts costs lowering time twice.
-    fn auto(program: &Program, needed_by: &[u8], chunk_cost: usize, store_every_gate: bool) -> Vec<u8> {
+    fn auto(
+        program: &Program,
+        needed_by: &[u8],
+        chunk_cost: usize,
+        store_every_gate: bool,
+        sink: bool,
+    ) -> Vec<u8> {
         // The stores that legal, terminal and next run under `parts`, and the gates compiled
         // per width.
         let cost = |parts: &[u8]| {
@@ -606,6 +655,7 @@ impl Plan {
                 chunk_cost,
                 &[Width::X64],
                 store_every_gate,
+                sink,
                 parts.to_vec(),
             );
             let gates: usize = plan.jobs.iter().map(|j| j.gates.len()).sum();
@@ -645,10 +695,12 @@ impl Plan {
         chunk_cost: usize,
         widths: &[Width],
         store_every_gate: bool,
+        sink: bool,
         parts: Vec<u8>,
     ) -> Plan {
         let mut jobs = Vec::new();
         let mut stored = Vec::new();
+        let mut sinks = Vec::new();
         for &entries in &parts {
             let mut groups: Vec<Vec<u32>> = vec![Vec::new(); 32];
             for (g, &n) in needed_by.iter().enumerate() {
@@ -658,14 +710,20 @@ impl Plan {
                 .filter(|&s| !groups[usize::from(s)].is_empty())
                 .collect();
             signatures.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
-            let mut part = Part::new(program, stored.len());
+            let mut part = Part::new(program, stored.len(), sink);
             for signature in signatures {
                 let gates = std::mem::take(&mut groups[usize::from(signature)]);
                 part.add(program, &mut jobs, signature, gates, chunk_cost, widths);
             }
             stored.push(part.stored(program, entries, store_every_gate));
+            sinks.push(part.sink);
         }
-        Plan { jobs, stored, parts }
+        Plan {
+            jobs,
+            stored,
+            parts,
+            sinks,
+        }
     }
 
     /// The entries of each part.
@@ -721,15 +779,72 @@ struct Part {
     /// `u32::MAX`: no chunk of the part computes the gate.
     chunk_of: Vec<u32>,
     chunks: u32,
+    /// For each gate, the gate it is folded into (see [`Plan::sinks`]), or `u32::MAX`.
+    sink: Vec<u32>,
+    /// Whether wide gates get sinks at all.
+    sinking: bool,
 }
 
 impl Part {
-    fn new(program: &Program, index: usize) -> Part {
+    fn new(program: &Program, index: usize, sinking: bool) -> Part {
         Part {
             index,
             chunk_of: vec![u32::MAX; program.num_gates()],
             chunks: 0,
+            sink: vec![u32::MAX; program.num_gates()],
+            sinking,
         }
+    }
+
+    /// Chooses the gates of the group `gates` (ascending) that are folded into a wide gate of
+    /// the group as soon as computed (see [`SINK_OPERANDS`]): for each gate of at least that
+    /// many operands, the gates of the group it reads once, in its operand group (positive or
+    /// negated) that has more of them, if at least [`SINK_LEAST`] and none folded into another
+    /// wide gate already. Returns for each wide gate how many operands it no longer reads.
+    fn choose_sinks(&mut self, program: &Program, gates: &[u32]) -> FxHashMap<u32, usize> {
+        let first = program.first_gate_slot();
+        let in_group: FxHashSet<u32> = gates.iter().copied().collect();
+        let mut folded = FxHashMap::default();
+        let mut seen: FxHashMap<u32, u32> = FxHashMap::default();
+        for &g in gates {
+            let operands = program.gate_operands(g as usize).unwrap_or(&[]);
+            if operands.len() < SINK_OPERANDS {
+                continue;
+            }
+            seen.clear();
+            for lit in operands {
+                *seen.entry(lit.slot()).or_default() += 1;
+            }
+            let candidate = |lit: &&Lit| {
+                let h = (lit.slot() as usize).checked_sub(first)? as u32;
+                (in_group.contains(&h) && self.sink[h as usize] == u32::MAX && seen[&lit.slot()] == 1)
+                    .then_some(h)
+            };
+            let negated = operands
+                .iter()
+                .filter(|l| l.is_negated())
+                .filter(|l| candidate(l).is_some())
+                .count();
+            let positive = operands
+                .iter()
+                .filter(|l| !l.is_negated())
+                .filter(|l| candidate(l).is_some())
+                .count();
+            let take_negated = negated > positive;
+            if negated.max(positive) < SINK_LEAST {
+                continue;
+            }
+            let chosen: Vec<u32> = operands
+                .iter()
+                .filter(|l| l.is_negated() == take_negated)
+                .filter_map(|l| candidate(&l))
+                .collect();
+            for &h in &chosen {
+                self.sink[h as usize] = g;
+            }
+            folded.insert(g, chosen.len());
+        }
+        folded
     }
 
     /// Cuts `gates` (ascending) into chunks run by `entries` and adds their jobs at every
@@ -743,7 +858,17 @@ impl Part {
         chunk_cost: usize,
         widths: &[Width],
     ) {
-        let ranges = chunk_ranges(program, &gates, chunk_cost);
+        // A wide gate costs what it still reads; each gate folded into one, one more.
+        let folded = if self.sinking {
+            self.choose_sinks(program, &gates)
+        } else {
+            FxHashMap::default()
+        };
+        let ranges = chunk_ranges_by(&gates, chunk_cost, |g| {
+            let own = program.gates[g as usize].len as usize + 1;
+            let gone = folded.get(&g).map_or(0, |&n| n.saturating_sub(1));
+            own - gone + usize::from(self.sink[g as usize] != u32::MAX)
+        });
         for range in &ranges {
             for &g in &gates[range.clone()] {
                 self.chunk_of[g as usize] = self.chunks;
@@ -783,7 +908,8 @@ impl Part {
                 continue;
             }
             for h in program.gate_operands(g).unwrap_or(&[]).iter().filter_map(gate_of) {
-                if self.chunk_of[h] != chunk {
+                // A gate folded into `g` as soon as computed is not read by it.
+                if self.chunk_of[h] != chunk && self.sink[h] != g as u32 {
                     stored[h] = true;
                 }
             }
@@ -829,7 +955,10 @@ fn compile_parallel(
                     &mut fctx,
                     program,
                     job,
-                    &plan.stored[job.part],
+                    gates::Memory {
+                        stored: &plan.stored[job.part],
+                        sinks: &plan.sinks[job.part],
+                    },
                     shape,
                 )
             };
@@ -881,7 +1010,7 @@ fn compile_job(
     fctx: &mut FunctionBuilderContext,
     program: &Program,
     job: &Job,
-    stored: &[bool],
+    memory: gates::Memory<'_>,
     shape: gates::Shape,
 ) -> Result<CompiledChunk, String> {
     // Every chunk is compiled without Cranelift's optimizer: `gates::emit` already places
@@ -901,7 +1030,7 @@ fn compile_job(
         ..shape
     };
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
-        gates::emit(b, base, job.width, program, &job.gates, stored, shape);
+        gates::emit(b, base, job.width, program, &job.gates, memory, shape);
     });
     let code = ctx
         .compile(&**isa, &mut Default::default())
@@ -1171,7 +1300,7 @@ mod tests {
     ];
 
     fn plan(program: &Program, budget: usize, every: bool, sharing: Sharing) -> Plan {
-        Plan::new(program, budget, &Width::ALL, every, sharing)
+        Plan::new(program, budget, &Width::ALL, every, sharing, true)
     }
 
     #[test]
@@ -1256,7 +1385,13 @@ mod tests {
                     .iter()
                     .filter_map(gate_of)
                 {
-                    assert!(here[h] || memory[h], "{entry:?}: gate {g} reads {h}, not there");
+                    // A gate folded into `g` as it was computed (in this chunk or an earlier
+                    // one of the same group) is not read by it.
+                    let folded = plan.sinks[job.part][h] == g as u32;
+                    assert!(
+                        here[h] || memory[h] || folded,
+                        "{entry:?}: gate {g} reads {h}, not there"
+                    );
                 }
                 here[g] = true;
                 computed[g] = true;

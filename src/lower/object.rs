@@ -160,6 +160,7 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
         widths,
         options.store_every_gate,
         options.sharing,
+        options.sink,
     );
     let compiled = compile_parallel(
         &isas,
