@@ -396,6 +396,8 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
     // A wide gate with sinks holds their partial value in its slot: no cluster computes it in
     // part as well.
     let mut partly: Vec<bool> = initial.iter().map(Option::is_some).collect();
+    // Sinks computed, not folded into their wide gate yet: (wide gate, sinks).
+    let mut pending: Vec<(u32, Vec<u32>)> = Vec::new();
     let mut out: Vec<Step> = Vec::new();
     let mut score: FxHashMap<u32, u32> = FxHashMap::default();
     let mut union: FxHashSet<u32> = FxHashSet::default();
@@ -496,6 +498,13 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
             );
             interleave(&lists, members.len(), &mut uses, &mut parts);
         }
+        // A wide gate's sinks waiting in registers are folded in before it.
+        for &q in &members {
+            if let Some(i) = pending.iter().position(|(g, _)| *g == gates[q as usize]) {
+                let (g, folded) = pending.swap_remove(i);
+                out.push(sunk.step(g, &folded));
+            }
+        }
         out.push(Step {
             gates: members
                 .iter()
@@ -507,22 +516,38 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
             parts,
             flush: false,
         });
-        // The gates just computed whole that wide gates fold in, one step per wide gate.
-        let done: Vec<u32> = members.iter().map(|&q| gates[q as usize]).collect();
-        let mut into: Vec<u32> = Vec::new();
-        for &h in &done {
+        // The gates just computed whole that wide gates fold in wait for [`SINK_BATCH`] of the
+        // same wide gate, folded together and then into its partial value.
+        for &q in &members {
+            let h = gates[q as usize];
             let g = sinks.get(h as usize).copied().unwrap_or(u32::MAX);
-            if g != u32::MAX && !into.contains(&g) {
-                into.push(g);
+            if g == u32::MAX {
+                continue;
+            }
+            let i = match pending.iter().position(|(w, _)| *w == g) {
+                Some(i) => i,
+                None => {
+                    pending.push((g, Vec::new()));
+                    pending.len() - 1
+                }
+            };
+            pending[i].1.push(h);
+            if pending[i].1.len() >= SINK_BATCH {
+                let (g, folded) = pending.swap_remove(i);
+                out.push(sunk.step(g, &folded));
             }
         }
-        for g in into {
-            let folded: Vec<u32> = done.iter().copied().filter(|&h| sinks[h as usize] == g).collect();
-            out.push(sunk.step(g, &folded));
-        }
+    }
+    for (g, folded) in pending {
+        out.push(sunk.step(g, &folded));
     }
     out
 }
+
+/// How many sinks of one wide gate are folded together before they join its partial value:
+/// one chain through the partial value would take a cycle per sink, the length of the chain
+/// through the chunk; in fours, a quarter of that, for a few registers more.
+const SINK_BATCH: usize = 4;
 
 /// The sinks of a chunk: gates folded into a wide gate of the same group as soon as they are
 /// computed (`Plan::sinks` in `mod.rs`). The wide gate's slot holds the partial value (the
@@ -616,7 +641,11 @@ impl<'a> Sunk<'a> {
     /// the partial value if there is one already, and stores the new one at once if `g` is not
     /// in the chunk and these are its last sinks here.
     fn step(&mut self, g: u32, folded: &[u32]) -> Step {
-        let mut uses: Vec<(u32, u32, Lit)> = Vec::new();
+        // The sinks first, so that their fold does not wait for the partial value.
+        let mut uses: Vec<(u32, u32, Lit)> = folded
+            .iter()
+            .filter_map(|h| self.lits.get(h).map(|&lit| (lit.slot(), 0, lit)))
+            .collect();
         let mut flush = false;
         if let Some((own, started, left)) = self.state.get_mut(&g) {
             if *started {
@@ -626,11 +655,6 @@ impl<'a> Sunk<'a> {
             *left = left.saturating_sub(folded.len());
             flush = *left == 0 && !self.here.contains(&g);
         }
-        uses.extend(
-            folded
-                .iter()
-                .filter_map(|h| self.lits.get(h).map(|&lit| (lit.slot(), 0, lit))),
-        );
         Step {
             gates: vec![g],
             members: 0,
@@ -1135,27 +1159,42 @@ mod tests {
         let own = p.gate_slot(70);
         let mut sinks = vec![u32::MAX; 71];
         sinks[..70].fill(70);
-        // The first chunk computes half of them, the wide gate is in the second.
+        // The first chunk computes half of them, the wide gate is in the second. They are
+        // folded in fours, into the partial value once there is one, and the last three are
+        // stored at the end for the next chunk.
+        let sink_steps = |found: &[Step]| -> Vec<(Vec<u32>, bool)> {
+            found
+                .iter()
+                .filter(|s| s.members == 0)
+                .map(|s| {
+                    assert_eq!(s.gates, vec![70]);
+                    (s.uses.iter().map(|u| u.0).collect(), s.flush)
+                })
+                .collect()
+        };
+        let slots = |range: std::ops::Range<usize>| range.map(|h| p.gate_slot(h)).collect::<Vec<u32>>();
+        let with_own = |mut v: Vec<u32>| {
+            v.push(own);
+            v
+        };
         let first: Vec<u32> = (0..35).collect();
         let found = steps(&p, &first, 2, true, &sinks);
-        assert_eq!(found.len(), 70);
-        for (i, pair) in found.chunks(2).enumerate() {
-            assert_eq!((pair[0].gates.clone(), pair[0].members), (vec![i as u32], 1));
-            assert_eq!((pair[1].gates.clone(), pair[1].members), (vec![70], 0));
-            let read: Vec<u32> = pair[1].uses.iter().map(|u| u.0).collect();
-            let h = p.gate_slot(i);
-            // The partial value, once there is one, and the gate just computed.
-            assert_eq!(read, if i == 0 { vec![h] } else { vec![own, h] });
-            // Stored at once after the last, for the next chunk.
-            assert_eq!(pair[1].flush, i == 34);
-        }
+        assert_eq!(found.len(), 35 + 9);
+        let folds = sink_steps(&found);
+        assert_eq!(folds[0], (slots(0..4), false));
+        assert_eq!(folds[1], (with_own(slots(4..8)), false));
+        assert_eq!(folds[8], (with_own(slots(32..35)), true));
+        // Each gate is folded after its step.
+        assert_eq!((found[4].members, found[3].gates.clone()), (0, vec![3]));
         let second: Vec<u32> = (35..71).collect();
         let found = steps(&p, &second, 2, true, &sinks);
-        assert_eq!(found.len(), 71);
-        // The first fold here reads the partial value the first chunk stored.
-        let read: Vec<u32> = found[1].uses.iter().map(|u| u.0).collect();
-        assert_eq!(read, vec![own, p.gate_slot(35)]);
-        assert!(found.iter().all(|s| !s.flush));
+        assert_eq!(found.len(), 35 + 9 + 1);
+        let folds = sink_steps(&found);
+        // The first fold here reads the partial value the first chunk stored; the last three
+        // are folded just before the wide gate.
+        assert_eq!(folds[0], (with_own(slots(35..39)), false));
+        assert_eq!(folds[8], (with_own(slots(67..70)), false));
+        assert_eq!(found[found.len() - 2].members, 0);
         // The wide gate reads its partial value and the base only.
         let last = found.last().expect("steps");
         assert_eq!((last.gates.clone(), last.members), (vec![70], 1));
