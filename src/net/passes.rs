@@ -254,8 +254,10 @@ fn factors_something(net: &Propnet) -> bool {
                 bodies.close();
             }
         }
-        // A group whose residual is empty writes no node, only the shared operand.
-        !matches!(factor_groups(&bodies, &mut |_| Err(())), Ok((groups, _)) if groups.is_empty())
+        // A group whose residual is empty writes no node, only the shared operand. Fewer
+        // than two ands make no group.
+        bodies.len() >= 2
+            && !matches!(factor_groups(&bodies, &mut |_| Err(())), Ok((groups, _)) if groups.is_empty())
     })
 }
 
@@ -309,6 +311,10 @@ struct Rewriter {
     /// Factoring rewrites an and only when the or being factored is its one reader, so the
     /// and dies and the net does not grow.
     uses: Vec<u32>,
+    /// The factor pass's buffers: which operands of the or are ands it may take, and their
+    /// operands.
+    taken: Vec<usize>,
+    bodies: Bodies,
 }
 
 impl Rewriter {
@@ -330,6 +336,8 @@ impl Rewriter {
             input_role,
             role_inputs,
             uses: Vec::with_capacity(old.nodes.len()),
+            taken: Vec::new(),
+            bodies: Bodies::default(),
         }
     }
 
@@ -435,8 +443,14 @@ impl Rewriter {
     /// would stay for their other readers and the net would grow. The ands a group takes die
     /// with their one reader, and the dead-node sweep after the pass removes them.
     fn factor(&mut self, ops: Vec<NodeId>) -> NodeId {
-        let mut taken: Vec<usize> = Vec::new();
-        let mut bodies = Bodies::default();
+        // Buffers kept from one or to the next: the pass meets up to a million ors, most of
+        // which have fewer than two ands to take and are written as they are, in the vector
+        // they came in.
+        let mut taken = std::mem::take(&mut self.taken);
+        let mut bodies = std::mem::take(&mut self.bodies);
+        taken.clear();
+        bodies.ops.clear();
+        bodies.ends.clear();
         for (k, &op) in ops.iter().enumerate() {
             if self.uses[op.index()] > 1 {
                 continue;
@@ -447,20 +461,34 @@ impl Rewriter {
                 bodies.close();
             }
         }
-        let (mut out, used) = match factor_groups(&bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
-            Ok(groups) => groups,
-            Err(never) => match never {},
-        };
-        let mut took = vec![false; ops.len()];
-        for (k, used) in taken.into_iter().zip(used) {
-            took[k] = used;
-        }
-        out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
-        if out.len() == 1 {
-            out[0]
+        let factored = if bodies.len() < 2 {
+            None
         } else {
-            self.add(Node::Or(out))
-        }
+            match factor_groups(&bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
+                Ok((groups, used)) => used.contains(&true).then_some((groups, used)),
+                Err(never) => match never {},
+            }
+        };
+        let or = match factored {
+            // No group: the or as it was.
+            None if ops.len() == 1 => ops[0],
+            None => self.add(Node::Or(ops)),
+            Some((mut out, used)) => {
+                let mut took = vec![false; ops.len()];
+                for (&k, used) in taken.iter().zip(used) {
+                    took[k] = used;
+                }
+                out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
+                if out.len() == 1 {
+                    out[0]
+                } else {
+                    self.add(Node::Or(out))
+                }
+            }
+        };
+        self.taken = taken;
+        self.bodies = bodies;
+        or
     }
 
     /// Replaces the inputs of one role among `ops` by the negated or of that role's other
