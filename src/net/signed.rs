@@ -390,19 +390,9 @@ fn choose_signs(arena: &Arena, refs: &[u32], outputs: &Outputs) -> Vec<bool> {
 
 /// Writes the signed net back as a propnet with and, or and not gates, each and computed with
 /// the sign `flip` gives it; `old` supplies everything but the nodes.
-fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], mut old: Propnet) -> Propnet {
+fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Propnet) -> Propnet {
     let n = arena.nodes.len();
     let mut nodes: Vec<Node> = Vec::with_capacity(n);
-    // The operand vectors of the old gates, taken in order for the new ones: the two nets
-    // have about as many gates, in about the same order, and a million vectors allocated
-    // here and a million freed with the old net took a third of this function's time on
-    // linesOfAction.
-    let mut buffers = std::mem::take(&mut old.nodes)
-        .into_iter()
-        .filter_map(|node| match node {
-            Node::And(ops) | Node::Or(ops) => Some(ops),
-            _ => None,
-        });
     // The node that computes each signed node as stored (negated where flipped), and the
     // `not` of it once a reader needs one.
     let mut stored: Vec<Option<NodeId>> = vec![None; n];
@@ -438,13 +428,10 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], mut old: 
         let id = match node {
             SNode::Leaf(leaf) => add(&mut nodes, leaf.clone()),
             SNode::And(r) => {
-                let mut ops = buffers.next().unwrap_or_default();
-                ops.clear();
-                ops.extend(
-                    arena.ops[r.start as usize..r.end as usize]
-                        .iter()
-                        .map(|&l| read(&mut nodes, &stored, &mut not, &mut constants, l, flip[m])),
-                );
+                let mut ops: Vec<NodeId> = arena.ops[r.start as usize..r.end as usize]
+                    .iter()
+                    .map(|&l| read(&mut nodes, &stored, &mut not, &mut constants, l, flip[m]))
+                    .collect();
                 // Sorted, as the merge pass writes them: the net is then exactly what merge
                 // would make of it, which lets the pass pipeline skip merge after this pass.
                 ops.sort_unstable();
