@@ -10,6 +10,7 @@ mod build;
 mod demand;
 mod dot;
 mod factor;
+mod intern;
 mod order;
 mod passes;
 mod signed;

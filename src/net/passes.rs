@@ -3,8 +3,8 @@
 //! they were (the differential test in `tests/interp.rs` runs nets before and after side by side).
 
 use super::factor::{factor_groups, Bodies};
+use super::intern::Interner;
 use super::{NetStats, Node, NodeId, Propnet};
-use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 use std::convert::Infallible;
 use std::fmt;
@@ -123,14 +123,22 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
     for round in 1..=max_rounds {
         let changes_before = changes;
         // Factoring trades gates for operands, so a later round can end with more components
-        // than it began with; then the net as the round found it is the result.
-        let start_of_round = (round > 1).then(|| (net.clone(), stats.clone()));
+        // than it began with; then the net as the round found it is the result. It is kept
+        // as the first pass of the round that rewrites the net finds it: most later rounds
+        // rewrite nothing, and a copy of the net is a million small vectors on the largest
+        // games (linesOfAction: about 90 ms to copy and 120 ms to free, under load).
+        let mut start_of_round: Option<Propnet> = None;
+        let stats_of_round = stats.clone();
         for pass in ROUND {
             if fixpoint_at.contains(&(pass, changes)) {
                 continue;
             }
             let start = Instant::now();
-            net = run(net, pass);
+            net = if round > 1 && start_of_round.is_none() {
+                run_with(net, pass, &mut |n: &Propnet| start_of_round = Some(n.clone()))
+            } else {
+                run(net, pass)
+            };
             let time = start.elapsed();
             let after = NetStats::counts(&net);
             let changed = after != stats;
@@ -153,8 +161,8 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
         if changes == changes_before {
             break;
         }
-        if let Some((kept, kept_stats)) = start_of_round {
-            if stats.components() > kept_stats.components() {
+        if let Some(kept) = start_of_round {
+            if stats.components() > stats_of_round.components() {
                 net = kept;
                 break;
             }
@@ -165,6 +173,12 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
 
 /// Runs one pass.
 pub fn run(net: Propnet, pass: Pass) -> Propnet {
+    run_with(net, pass, &mut |_| {})
+}
+
+/// Runs one pass, calling `before_rewrite` with the net just before the pass starts to rewrite
+/// it; a pass that finds nothing to do returns the net it was given without calling it.
+fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let flags = match pass {
         Pass::ConstantFolding => Flags {
             fold: true,
@@ -180,7 +194,7 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
         },
         // A round after the first usually finds nothing to factor (racer4: 225 ms of
         // rewriting the net as it was); a scan that writes nothing tells.
-        Pass::Factor if !factors_something(&net) => return dead_nodes(net),
+        Pass::Factor if !factors_something(&net) => return dead_nodes(net, before_rewrite),
         Pass::Factor => Flags {
             factor: true,
             ..Flags::default()
@@ -192,10 +206,14 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
             exclusive: true,
             ..Flags::default()
         },
-        Pass::Polarity => return super::signed::signs(net),
-        Pass::Propositions => return propositions(net),
-        Pass::DeadNodes => return dead_nodes(net),
+        Pass::Polarity => {
+            before_rewrite(&net);
+            return super::signed::signs(net);
+        }
+        Pass::Propositions => return propositions(net, before_rewrite),
+        Pass::DeadNodes => return dead_nodes(net, before_rewrite),
     };
+    before_rewrite(&net);
     let out = Rewriter::new(&net, flags).run(net);
     if pass == Pass::Factor {
         // The rewriter writes each and before it meets the or that reads it, so the ands that
@@ -203,7 +221,7 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
         // games (racer4: 642,000 components became 1.9 million, 668,000 of them live), which
         // made the size reported after this pass meaningless and every later pass of the
         // round slower.
-        return dead_nodes(out);
+        return dead_nodes(out, &mut |_| {});
     }
     out
 }
@@ -236,8 +254,10 @@ fn factors_something(net: &Propnet) -> bool {
                 bodies.close();
             }
         }
-        // A group whose residual is empty writes no node, only the shared operand.
-        !matches!(factor_groups(&bodies, &mut |_| Err(())), Ok((groups, _)) if groups.is_empty())
+        // A group whose residual is empty writes no node, only the shared operand. Fewer
+        // than two ands make no group.
+        bodies.len() >= 2
+            && !matches!(factor_groups(&bodies, &mut |_| Err(())), Ok((groups, _)) if groups.is_empty())
     })
 }
 
@@ -277,10 +297,9 @@ struct Rewriter {
     nodes: Vec<Node>,
     /// Constants and propositions, always shared.
     leaves: FxHashMap<Node, NodeId>,
-    /// Gates by their content, when merging: the table holds only node ids, hashed by the
-    /// content they point to (a table of hashes and ids was twice the memory, and each lookup
-    /// hashed the hash again).
-    gates: HashTable<NodeId>,
+    /// Gates by their content, when merging: the table holds node ids, hashed by the content
+    /// they point to.
+    gates: Interner,
     /// What each old node became.
     map: Vec<NodeId>,
     /// What base and input propositions become, when not themselves.
@@ -292,6 +311,10 @@ struct Rewriter {
     /// Factoring rewrites an and only when the or being factored is its one reader, so the
     /// and dies and the net does not grow.
     uses: Vec<u32>,
+    /// The factor pass's buffers: which operands of the or are ands it may take, and their
+    /// operands.
+    taken: Vec<usize>,
+    bodies: Bodies,
 }
 
 impl Rewriter {
@@ -307,16 +330,14 @@ impl Rewriter {
             leaves: FxHashMap::default(),
             // Sized for the old net at once when merging: growing a table of millions of gates
             // step by step rehashes it several times.
-            gates: if flags.merge {
-                HashTable::with_capacity(old.nodes.len())
-            } else {
-                HashTable::new()
-            },
+            gates: Interner::with_capacity(if flags.merge { old.nodes.len() } else { 0 }),
             map: Vec::with_capacity(old.nodes.len()),
             replace: FxHashMap::default(),
             input_role,
             role_inputs,
             uses: Vec::with_capacity(old.nodes.len()),
+            taken: Vec::new(),
+            bodies: Bodies::default(),
         }
     }
 
@@ -331,11 +352,15 @@ impl Rewriter {
         } else if self.flags.merge {
             let hash = fx_hash(&node);
             let nodes = &self.nodes;
-            if let Some(&found) = self.gates.find(hash, |&g| nodes[g.index()] == node) {
-                return found;
+            let found = self.gates.find_or_insert(
+                hash,
+                id.0,
+                |g| nodes[g as usize] == node,
+                |g| fx_hash(&nodes[g as usize]),
+            );
+            if let Some(found) = found {
+                return NodeId(found);
             }
-            self.gates
-                .insert_unique(hash, id, |&g| fx_hash(&nodes[g.index()]));
         }
         self.nodes.push(node);
         self.uses.push(0);
@@ -418,8 +443,14 @@ impl Rewriter {
     /// would stay for their other readers and the net would grow. The ands a group takes die
     /// with their one reader, and the dead-node sweep after the pass removes them.
     fn factor(&mut self, ops: Vec<NodeId>) -> NodeId {
-        let mut taken: Vec<usize> = Vec::new();
-        let mut bodies = Bodies::default();
+        // Buffers kept from one or to the next: the pass meets up to a million ors, most of
+        // which have fewer than two ands to take and are written as they are, in the vector
+        // they came in.
+        let mut taken = std::mem::take(&mut self.taken);
+        let mut bodies = std::mem::take(&mut self.bodies);
+        taken.clear();
+        bodies.ops.clear();
+        bodies.ends.clear();
         for (k, &op) in ops.iter().enumerate() {
             if self.uses[op.index()] > 1 {
                 continue;
@@ -430,20 +461,34 @@ impl Rewriter {
                 bodies.close();
             }
         }
-        let (mut out, used) = match factor_groups(&bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
-            Ok(groups) => groups,
-            Err(never) => match never {},
-        };
-        let mut took = vec![false; ops.len()];
-        for (k, used) in taken.into_iter().zip(used) {
-            took[k] = used;
-        }
-        out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
-        if out.len() == 1 {
-            out[0]
+        let factored = if bodies.len() < 2 {
+            None
         } else {
-            self.add(Node::Or(out))
-        }
+            match factor_groups(&bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
+                Ok((groups, used)) => used.contains(&true).then_some((groups, used)),
+                Err(never) => match never {},
+            }
+        };
+        let or = match factored {
+            // No group: the or as it was.
+            None if ops.len() == 1 => ops[0],
+            None => self.add(Node::Or(ops)),
+            Some((mut out, used)) => {
+                let mut took = vec![false; ops.len()];
+                for (&k, used) in taken.iter().zip(used) {
+                    took[k] = used;
+                }
+                out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
+                if out.len() == 1 {
+                    out[0]
+                } else {
+                    self.add(Node::Or(out))
+                }
+            }
+        };
+        self.taken = taken;
+        self.bodies = bodies;
+        or
     }
 
     /// Replaces the inputs of one role among `ops` by the negated or of that role's other
@@ -557,7 +602,7 @@ fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>)
 }
 
 /// Drops inputs that can never be legal and bases that never change, then renumbers.
-fn propositions(net: Propnet) -> Propnet {
+fn propositions(net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let is_const = |id: NodeId| match net.nodes[id.index()] {
         Node::Const(b) => Some(b),
         _ => None,
@@ -584,6 +629,7 @@ fn propositions(net: Propnet) -> Propnet {
     if keep_input.iter().all(|&k| k) && fixed.iter().all(|f| f.is_none()) {
         return net;
     }
+    before_rewrite(&net);
     let mut rw = Rewriter::new(&net, Flags::default());
     let mut constant_facts = net.constant_facts.clone();
     let mut kept_bases = 0u32;
@@ -647,11 +693,12 @@ pub(super) fn live_nodes(net: &Propnet) -> Vec<bool> {
 }
 
 /// Keeps only the nodes some output reads, directly or not.
-fn dead_nodes(mut net: Propnet) -> Propnet {
+fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let live = live_nodes(&net);
     if live.iter().all(|&l| l) {
         return net;
     }
+    before_rewrite(&net);
     const GONE: u32 = u32::MAX;
     let mut map: Vec<NodeId> = vec![NodeId(GONE); net.nodes.len()];
     let old_nodes = std::mem::take(&mut net.nodes);

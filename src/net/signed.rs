@@ -9,9 +9,9 @@
 //! whichever leaves fewer nodes that some reader needs negated, since each of those costs one
 //! `not`.
 
+use super::intern::Interner;
 use super::passes::live_nodes;
 use super::{GoalProp, Node, NodeId, Propnet};
-use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 use std::ops::Range;
 
@@ -50,7 +50,7 @@ struct Arena {
     leaves: FxHashMap<Node, u32>,
     /// Ands by their operands, when merging: the table holds only node numbers, hashed by
     /// the operands they point to.
-    ands: HashTable<u32>,
+    ands: Interner,
     merge: bool,
 }
 
@@ -61,11 +61,7 @@ impl Arena {
             ops: Vec::with_capacity(ops),
             or_hint: Vec::with_capacity(nodes),
             leaves: FxHashMap::default(),
-            ands: if merge {
-                HashTable::with_capacity(nodes)
-            } else {
-                HashTable::new()
-            },
+            ands: Interner::with_capacity(if merge { nodes } else { 0 }),
             merge,
         };
         arena.nodes.push(SNode::Leaf(Node::Const(false)));
@@ -150,12 +146,17 @@ impl Arena {
             SNode::Leaf(_) => &[],
         };
         let hash = fx_hash(&all_ops[start..]);
-        if let Some(&id) = self.ands.find(hash, |&id| ops_of(id) == &all_ops[start..]) {
+        let id = u32::try_from(nodes.len()).expect("fewer than 2^31 nodes");
+        let found = self.ands.find_or_insert(
+            hash,
+            id,
+            |id| ops_of(id) == &all_ops[start..],
+            |id| fx_hash(ops_of(id)),
+        );
+        if let Some(id) = found {
             self.ops.truncate(start);
             return id << 1;
         }
-        let id = u32::try_from(nodes.len()).expect("fewer than 2^31 nodes");
-        self.ands.insert_unique(hash, id, |&id| fx_hash(ops_of(id)));
         self.push(SNode::And(range), or_hint)
     }
 }
