@@ -665,19 +665,37 @@ fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &m
     }
 }
 
-/// Emits `gates`: each gate's value computed, each after the gates it reads, and stored into
-/// its slot if `stored` says so (indexed by gate) or if it leaves the registers before a later
-/// gate of `gates` reads it.
+/// The order of a chunk's code, which is the same at every width: its steps, and for each slot
+/// event the position of the next read of the same slot. Computing it took about as long as
+/// building the IR of one width, so a chunk's widths share it.
+pub(super) struct Schedule {
+    steps: Vec<Step>,
+    next: Vec<u32>,
+}
+
+/// The schedule of `gates` (a chunk) with `shape`'s clusters and partial values.
+pub(super) fn schedule(program: &Program, gates: &[u32], shape: Shape) -> Schedule {
+    let steps = steps(program, gates, shape.cluster, shape.partial);
+    // Needed even with nothing kept: a partial value is stored only when it leaves the
+    // registers while still to be read.
+    let next = next_reads(&events(program, &steps));
+    Schedule { steps, next }
+}
+
+/// Emits the gates of `schedule`: each gate's value computed, each after the gates it reads,
+/// and stored into its slot if `stored` says so (indexed by gate) or if it leaves the
+/// registers before a later gate of the chunk reads it. `shape`'s clusters and partial values
+/// are those the schedule was made with.
 pub(super) fn emit(
     b: &mut FunctionBuilder,
     base: Value,
     width: Width,
     program: &Program,
-    gates: &[u32],
+    schedule: &Schedule,
     stored: &[bool],
     shape: Shape,
 ) {
-    let steps = steps(program, gates, shape.cluster, shape.partial);
+    let Schedule { steps, next } = schedule;
     let mut window = Window {
         array: base,
         flags: b.func.dfg.mem_flags.insert_unchecked(MemFlagsData::trusted()),
@@ -685,9 +703,6 @@ pub(super) fn emit(
         enabled: shape.window,
         current: None,
     };
-    // Needed even with nothing kept: a partial value is stored only when it leaves the
-    // registers while still to be read.
-    let next = next_reads(&events(program, &steps));
     let next_at = |i: usize| next.get(i).copied().unwrap_or(NEVER);
     let mut kept = Kept {
         entries: Vec::with_capacity(shape.keep + 1),
@@ -696,7 +711,7 @@ pub(super) fn emit(
     let mut position = 0;
     let mut runs: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
     let mut folds: Vec<(Group, Group)> = Vec::new();
-    for step in &steps {
+    for step in steps {
         // Each gate's groups: with several gates in the step, their chains already run side by
         // side, so each gets a share of the accumulators.
         let most = shape.accumulators.div_ceil(step.members);
