@@ -309,8 +309,9 @@ fn events(program: &Program, steps: &[Step]) -> Vec<(u32, bool)> {
     events
 }
 
-/// The gates of a chunk that read each slot, as (slot, position in the chunk, literal): one array sorted by slot and the range of each slot in it,
-/// which costs a few allocations per chunk where a list per slot cost one per slot read.
+/// The gates of a chunk that read each slot, as (slot, position in the chunk, literal): one
+/// array sorted by slot and the range of each slot in it, a few allocations per chunk where a
+/// list per slot cost one per slot read.
 #[derive(Default)]
 struct Readers {
     entries: Vec<(u32, u32, Lit)>,
@@ -380,7 +381,7 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool) -> Vec<St
     let original = |p: usize| program.gate_operands(gates[p] as usize).unwrap_or(&[]);
     let wide = |p: usize| original(p).len() >= CLUSTER_WIDTH;
     // Only a wide gate starts a cluster: without one, every gate is a step of its own, and the
-    // maps below (an allocation per slot read) would go unused.
+    // readers below would go unused.
     let clusters = (most > 1 || partial) && (0..gates.len()).any(wide);
     // Which step computes each position (`u32::MAX`: none yet).
     let mut step_of = vec![u32::MAX; gates.len()];
