@@ -18,10 +18,11 @@
 //! operation that uses it, so that with Cranelift's optimizer off (see [`super::Isas`]) a load
 //! read once becomes a memory operand of that operation.
 
-use cranelift_codegen::ir::{types, BlockArg, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::{types, BlockArg, InstBuilder, MemFlags, MemFlagsData, Opcode, Value};
 use cranelift_frontend::FunctionBuilder;
 use propjet_runtime::{Lit, Op, Program, Width};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 /// How much to keep in registers and how far to split wide operand groups.
 #[derive(Copy, Clone, Debug)]
@@ -39,16 +40,6 @@ pub(super) struct Shape {
     pub window: bool,
     /// Whether wide folds read more than once go through [`root`].
     pub root: bool,
-}
-
-/// What a chunk's part says of its gates, indexed by gate.
-#[derive(Copy, Clone)]
-pub(super) struct Memory<'a> {
-    /// Whether the gate's value must be in its slot when the chunk returns.
-    pub stored: &'a [bool],
-    /// The wide gate of the same group the gate is folded into as soon as computed, or
-    /// `u32::MAX` (`Plan::sinks`).
-    pub sinks: &'a [u32],
 }
 
 /// The most accumulators a long operand group is folded into: enough to keep two or three
@@ -128,6 +119,9 @@ impl Kept {
 /// addition of a constant would be folded back into every address by Cranelift).
 struct Window {
     array: Value,
+    /// The flags of every load and store (`notrap aligned`), interned in the function once
+    /// rather than looked up again for each.
+    flags: MemFlags,
     width: Width,
     enabled: bool,
     /// The base register and the byte offset into the array it points at.
@@ -174,23 +168,23 @@ impl Window {
 
     fn load(&self, b: &mut FunctionBuilder, slot: u32) -> Value {
         let (addr, offset) = self.address(b, slot);
-        b.ins().load(
-            super::lane_type(self.width),
-            MemFlagsData::trusted(),
-            addr,
-            offset,
-        )
+        let ty = super::lane_type(self.width);
+        let (inst, dfg) = b.ins().Load(Opcode::Load, ty, self.flags, offset.into(), addr);
+        dfg.first_result(inst)
     }
 
     fn store(&self, b: &mut FunctionBuilder, slot: u32, value: Value) {
         let (addr, offset) = self.address(b, slot);
-        b.ins().store(MemFlagsData::trusted(), value, addr, offset);
+        let ty = super::lane_type(self.width);
+        b.ins()
+            .Store(Opcode::Store, ty, self.flags, offset.into(), value, addr);
     }
 }
 
 /// One operand group of a gate (its positive or its negated operands) being folded.
 struct Group {
-    accumulators: Vec<Value>,
+    /// At most [`ACCUMULATORS`], so they stay inline: a chunk makes two groups per gate.
+    accumulators: SmallVec<[Value; ACCUMULATORS]>,
     /// How many accumulators the group uses.
     width: usize,
     /// Values folded so far.
@@ -210,7 +204,7 @@ impl Group {
         }
         .min(most.max(1));
         Group {
-            accumulators: Vec::with_capacity(width),
+            accumulators: SmallVec::new(),
             width,
             count: 0,
             and,
@@ -255,19 +249,23 @@ struct Step {
     /// end of the step; the others only in part: some operands of one of their groups, folded
     /// into a partial value stored into the gate's slot, which the gate's own step, later,
     /// reads back as an operand in place of those operands.
-    gates: Vec<u32>,
+    gates: SmallVec<[u32; 2]>,
     members: usize,
     /// Every operand of the step's gates as (slot, index of the gate in `gates`, literal), in
     /// the order they are read. Consecutive entries of the same slot are one read: a value
     /// loaded once and folded into every gate that reads it.
-    uses: Vec<(u32, u32, Lit)>,
+    uses: Uses,
     /// Consecutive ranges of `uses` covering them all, in order.
-    parts: Vec<Part>,
+    parts: SmallVec<[Part; 1]>,
     /// Whether the partial value of the step's one gate computed in part must be stored at
     /// once: a wide gate of a later chunk whose sinks this step folds for the last time in the
     /// chunk (see [`sink_step`]).
     flush: bool,
 }
+
+/// A step's uses, inline up to the operands of most gates: a chunk has a step per gate or so,
+/// and an allocation for each made building the steps cost as much as the rest of them.
+type Uses = SmallVec<[(u32, u32, Lit); 6]>;
 
 /// A run of a step's uses: plain (each value folded into the gates that read it), or a block
 /// of slots that the same gate groups read, folded once into a partial value that each of
@@ -313,6 +311,37 @@ fn events(program: &Program, steps: &[Step]) -> Vec<(u32, bool)> {
         events.extend(whole.iter().map(|&g| (program.gate_slot(g as usize), true)));
     }
     events
+}
+
+/// The gates of a chunk that read each slot, as (slot, position in the chunk, literal): one
+/// array sorted by slot and the range of each slot in it, a few allocations per chunk where a
+/// list per slot cost one per slot read.
+#[derive(Default)]
+struct Readers {
+    entries: Vec<(u32, u32, Lit)>,
+    ranges: FxHashMap<u32, (u32, u32)>,
+}
+
+impl Readers {
+    /// Sorts the entries by slot and indexes the range of each slot.
+    fn index(&mut self) {
+        // The order within a slot does not matter to the callers (they count and collect).
+        self.entries.sort_unstable_by_key(|e| e.0);
+        self.ranges.reserve(self.entries.len());
+        let mut start = 0;
+        while start < self.entries.len() {
+            let slot = self.entries[start].0;
+            let end = start + self.entries[start..].iter().take_while(|e| e.0 == slot).count();
+            self.ranges.insert(slot, (start as u32, end as u32));
+            start = end;
+        }
+    }
+
+    fn of(&self, slot: u32) -> &[(u32, u32, Lit)] {
+        self.ranges.get(&slot).map_or(&[][..], |&(start, end)| {
+            &self.entries[start as usize..end as usize]
+        })
+    }
 }
 
 /// Gates with fewer operands than this are computed alone: an operand shared by short gates
@@ -366,32 +395,41 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
         None => program.gate_operands(gates[p] as usize).unwrap_or(&[]),
     };
     let wide = |p: usize| original(p).len() >= CLUSTER_WIDTH;
-    let clusters = most > 1 || partial;
+    // Only a wide gate starts a cluster: without one, every gate is a step of its own, and the
+    // readers below would go unused.
+    let clusters = (most > 1 || partial) && (0..gates.len()).any(wide);
     // Which step computes each position (`u32::MAX`: none yet).
     let mut step_of = vec![u32::MAX; gates.len()];
     // The positions of the chunk's wide gates reading each slot, the positions of the chunk's
-    // gates each wide gate reads, and every gate's reads of each slot.
-    let mut readers: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-    let mut reads_gates: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
-    let mut all_readers: FxHashMap<u32, Vec<(u32, Lit)>> = FxHashMap::default();
+    // gates each wide gate reads (a range of `gate_reads` per position), and every gate's reads
+    // of each slot.
+    let mut readers = Readers::default();
+    let mut reads_gates: Vec<std::ops::Range<u32>> = Vec::new();
+    let mut gate_reads: Vec<u32> = Vec::new();
+    let mut all_readers = Readers::default();
     if clusters {
         let position: FxHashMap<u32, u32> = gates.iter().enumerate().map(|(p, &g)| (g, p as u32)).collect();
         let first_gate = program.first_gate_slot() as u32;
+        reads_gates.reserve(gates.len());
         for p in 0..gates.len() {
+            let start = gate_reads.len() as u32;
             for &lit in original(p) {
                 if partial {
-                    all_readers.entry(lit.slot()).or_default().push((p as u32, lit));
+                    all_readers.entries.push((lit.slot(), p as u32, lit));
                 }
                 if !wide(p) {
                     continue;
                 }
-                readers.entry(lit.slot()).or_default().push(p as u32);
+                readers.entries.push((lit.slot(), p as u32, lit));
                 let inside = lit.slot().checked_sub(first_gate).and_then(|g| position.get(&g));
                 if let Some(&q) = inside {
-                    reads_gates.entry(p as u32).or_default().push(q);
+                    gate_reads.push(q);
                 }
             }
+            reads_gates.push(start..gate_reads.len() as u32);
         }
+        readers.index();
+        all_readers.index();
     }
     // A wide gate with sinks holds their partial value in its slot: no cluster computes it in
     // part as well.
@@ -407,7 +445,7 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
         }
         let id = out.len() as u32;
         step_of[p] = id;
-        let mut members = vec![p as u32];
+        let mut members: SmallVec<[u32; 2]> = smallvec::smallvec![p as u32];
         let mut targets: Vec<(u32, Vec<Lit>)> = Vec::new();
         if clusters && wide(p) {
             score.clear();
@@ -421,7 +459,7 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
                 for lit in operands(program, gates, rest, q as usize) {
                     // A gate's own slot (its partial value) is no operand of anything else.
                     if lit.slot() != own && union.insert(lit.slot()) {
-                        for &h in readers.get(&lit.slot()).map_or(&[][..], |v| v) {
+                        for &(_, h, _) in readers.of(lit.slot()) {
                             if step_of[h as usize] == u32::MAX {
                                 *score.entry(h).or_default() += 1;
                             }
@@ -432,9 +470,10 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
             add(p as u32, &mut union, &mut score, &step_of, &rest);
             while members.len() < most {
                 let ready = |h: u32| {
-                    reads_gates
-                        .get(&h)
-                        .is_none_or(|qs| qs.iter().all(|&q| step_of[q as usize] < id))
+                    let qs = reads_gates[h as usize].clone();
+                    gate_reads[qs.start as usize..qs.end as usize]
+                        .iter()
+                        .all(|&q| step_of[q as usize] < id)
                 };
                 let best = score
                     .iter()
@@ -468,8 +507,8 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
                 }
             }
         }
-        let mut uses: Vec<(u32, u32, Lit)> = Vec::new();
-        let mut parts = Vec::new();
+        let mut uses = Uses::new();
+        let mut parts = SmallVec::new();
         if members.len() == 1 && targets.is_empty() {
             uses.extend(
                 operands(program, gates, &rest, p)
@@ -642,7 +681,7 @@ impl<'a> Sunk<'a> {
     /// in the chunk and these are its last sinks here.
     fn step(&mut self, g: u32, folded: &[u32]) -> Step {
         // The sinks first, so that their fold does not wait for the partial value.
-        let mut uses: Vec<(u32, u32, Lit)> = folded
+        let mut uses: Uses = folded
             .iter()
             .filter_map(|h| self.lits.get(h).map(|&lit| (lit.slot(), 0, lit)))
             .collect();
@@ -656,9 +695,9 @@ impl<'a> Sunk<'a> {
             flush = *left == 0 && !self.here.contains(&g);
         }
         Step {
-            gates: vec![g],
+            gates: smallvec::smallvec![g],
             members: 0,
-            parts: vec![Part {
+            parts: smallvec::smallvec![Part {
                 uses: 0..uses.len(),
                 block: None,
                 done: vec![0],
@@ -676,14 +715,14 @@ impl<'a> Sunk<'a> {
 /// cluster that shares most of its operands rather than taking the first that shares a few.
 fn partial_targets(
     union: &FxHashSet<u32>,
-    all_readers: &FxHashMap<u32, Vec<(u32, Lit)>>,
+    all_readers: &Readers,
     step_of: &[u32],
     partly: &[bool],
     operands: impl Fn(u32) -> usize,
 ) -> Vec<(u32, Vec<Lit>)> {
     let mut found: FxHashMap<u32, [Vec<Lit>; 2]> = FxHashMap::default();
     for slot in union {
-        for &(h, lit) in all_readers.get(slot).map_or(&[][..], |v| v) {
+        for &(_, h, lit) in all_readers.of(*slot) {
             if step_of[h as usize] == u32::MAX && !partly[h as usize] {
                 found.entry(h).or_default()[usize::from(lit.is_negated())].push(lit);
             }
@@ -719,12 +758,7 @@ fn partial_targets(
 /// block, emitted whole when the first of them comes: folded once into a partial value, which
 /// each of those groups then takes as one operand. That saves a load and an operation per
 /// slot and group beyond the first.
-fn interleave(
-    lists: &[(Op, &[Lit])],
-    members: usize,
-    uses: &mut Vec<(u32, u32, Lit)>,
-    parts: &mut Vec<Part>,
-) {
+fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &mut SmallVec<[Part; 1]>) {
     let mut by_slot: FxHashMap<u32, Vec<(u32, Lit)>> = FxHashMap::default();
     let mut left: Vec<usize> = Vec::with_capacity(lists.len());
     for (m, (_, operands)) in lists.iter().enumerate() {
@@ -808,30 +842,46 @@ fn interleave(
     }
 }
 
-/// Emits `gates`: each gate's value computed, each after the gates it reads, and stored into
-/// its slot if `memory.stored` says so (indexed by gate) or if it leaves the registers before a
-/// later gate of `gates` reads it; each gate that `memory.sinks` folds into a wide gate is
-/// folded into its partial value right after it is computed.
+/// The order of a chunk's code, which is the same at every width: its steps, and for each slot
+/// event the position of the next read of the same slot. Computing it took about as long as
+/// building the IR of one width, so a chunk's widths share it.
+pub(super) struct Schedule {
+    steps: Vec<Step>,
+    next: Vec<u32>,
+}
+
+/// The schedule of `gates` (a chunk) with `shape`'s clusters and partial values, each gate
+/// that `sinks` (indexed by gate, `Plan::sinks`) folds into a wide gate folded into its
+/// partial value right after it is computed.
+pub(super) fn schedule(program: &Program, gates: &[u32], shape: Shape, sinks: &[u32]) -> Schedule {
+    let steps = steps(program, gates, shape.cluster, shape.partial, sinks);
+    // Needed even with nothing kept: a partial value is stored only when it leaves the
+    // registers while still to be read.
+    let next = next_reads(&events(program, &steps));
+    Schedule { steps, next }
+}
+
+/// Emits the gates of `schedule`: each gate's value computed, each after the gates it reads,
+/// and stored into its slot if `stored` says so (indexed by gate) or if it leaves the
+/// registers before a later gate of the chunk reads it. `shape`'s clusters and partial values
+/// are those the schedule was made with.
 pub(super) fn emit(
     b: &mut FunctionBuilder,
     base: Value,
     width: Width,
     program: &Program,
-    gates: &[u32],
-    memory: Memory<'_>,
+    schedule: &Schedule,
+    stored: &[bool],
     shape: Shape,
 ) {
-    let Memory { stored, sinks } = memory;
-    let steps = steps(program, gates, shape.cluster, shape.partial, sinks);
+    let Schedule { steps, next } = schedule;
     let mut window = Window {
         array: base,
+        flags: b.func.dfg.mem_flags.insert_unchecked(MemFlagsData::trusted()),
         width,
         enabled: shape.window,
         current: None,
     };
-    // Needed even with nothing kept: a partial value is stored only when it leaves the
-    // registers while still to be read.
-    let next = next_reads(&events(program, &steps));
     let next_at = |i: usize| next.get(i).copied().unwrap_or(NEVER);
     let mut kept = Kept {
         entries: Vec::with_capacity(shape.keep + 1),
@@ -840,7 +890,7 @@ pub(super) fn emit(
     let mut position = 0;
     let mut runs: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
     let mut folds: Vec<(Group, Group)> = Vec::new();
-    for step in &steps {
+    for step in steps {
         // Each gate's groups: with several gates in the step, their chains already run side by
         // side, so each gets a share of the accumulators.
         // (A step folding sinks computes no gate whole.)
@@ -1093,7 +1143,7 @@ mod tests {
         let found = steps(&p, &all, 2, true, &[]);
         // g0 and g2 share ten operands; g3 reads g0, so it cannot join, but three of its four
         // operands are g0's; g4 reads g1 and g2, which are not computed before the first step.
-        assert_eq!(found[0].gates, vec![0, 2, 3]);
+        assert_eq!(found[0].gates[..], [0, 2, 3]);
         assert_eq!(found[0].members, 2);
         let covered: Vec<(u32, u32)> = found[0]
             .uses
@@ -1142,7 +1192,7 @@ mod tests {
         assert_eq!(done, all);
         // One gate at a time without clusters, in order.
         let alone = steps(&p, &all, 1, false, &[]);
-        let order: Vec<Vec<u32>> = alone.iter().map(|s| s.gates.clone()).collect();
+        let order: Vec<Vec<u32>> = alone.iter().map(|s| s.gates.to_vec()).collect();
         assert_eq!(order, vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
     }
 
@@ -1167,7 +1217,7 @@ mod tests {
                 .iter()
                 .filter(|s| s.members == 0)
                 .map(|s| {
-                    assert_eq!(s.gates, vec![70]);
+                    assert_eq!(s.gates.to_vec(), vec![70]);
                     (s.uses.iter().map(|u| u.0).collect(), s.flush)
                 })
                 .collect()
@@ -1185,7 +1235,7 @@ mod tests {
         assert_eq!(folds[1], (with_own(slots(4..8)), false));
         assert_eq!(folds[8], (with_own(slots(32..35)), true));
         // Each gate is folded after its step.
-        assert_eq!((found[4].members, found[3].gates.clone()), (0, vec![3]));
+        assert_eq!((found[4].members, found[3].gates.to_vec()), (0, vec![3]));
         let second: Vec<u32> = (35..71).collect();
         let found = steps(&p, &second, 2, true, &sinks);
         assert_eq!(found.len(), 35 + 9 + 1);
@@ -1197,7 +1247,7 @@ mod tests {
         assert_eq!(found[found.len() - 2].members, 0);
         // The wide gate reads its partial value and the base only.
         let last = found.last().expect("steps");
-        assert_eq!((last.gates.clone(), last.members), (vec![70], 1));
+        assert_eq!((last.gates.to_vec(), last.members), (vec![70], 1));
         let read: Vec<u32> = last.uses.iter().map(|u| u.0).collect();
         assert_eq!(read, vec![own, 5]);
     }

@@ -934,54 +934,68 @@ fn compile_parallel(
     backend: Backend,
     shape: gates::Shape,
 ) -> Result<Vec<CompiledChunk>, LowerError> {
+    // The jobs of one chunk (one per width) go to one worker, one after the other, so that
+    // they share the chunk's schedule, which is the same at every width (`gates::schedule`).
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    let mut unit_of: rustc_hash::FxHashMap<(usize, &[u32]), usize> = Default::default();
+    for (i, job) in plan.jobs.iter().enumerate() {
+        let u = *unit_of.entry((job.part, &job.gates[..])).or_insert_with(|| {
+            units.push(Vec::new());
+            units.len() - 1
+        });
+        units[u].push(i);
+    }
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
         Mutex::new((0..plan.jobs.len()).map(|_| None).collect());
     let worker = || {
-        let mut ctx = Context::new();
-        let mut fctx = FunctionBuilderContext::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(job) = plan.jobs.get(i) else { break };
-            let result = if backend == Backend::X64 {
-                Ok(CompiledChunk {
-                    bytes: x64::emit(program, &job.gates, job.width),
-                    alignment: 16,
-                })
-            } else {
-                compile_job(
-                    isas,
-                    &mut ctx,
-                    &mut fctx,
-                    program,
-                    job,
-                    gates::Memory {
-                        stored: &plan.stored[job.part],
-                        sinks: &plan.sinks[job.part],
-                    },
-                    shape,
-                )
-            };
-            let result = result.map_err(|message| LowerError::Codegen {
-                what: format!(
-                    "a chunk of {} gates (entries {:05b}) at {} lanes",
-                    job.gates.len(),
-                    job.entries,
-                    job.width.lanes()
-                ),
-                message,
+        let mut contexts = (Context::new(), FunctionBuilderContext::new());
+        'units: loop {
+            let u = next.fetch_add(1, Ordering::Relaxed);
+            let Some(unit) = units.get(u) else { break };
+            let schedule = (backend != Backend::X64).then(|| {
+                let first = &plan.jobs[unit[0]];
+                gates::schedule(program, &first.gates, shape, &plan.sinks[first.part])
             });
-            let failed = result.is_err();
-            // Each slot is written in one assignment, so a poisoned lock holds nothing torn.
-            results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
-            if failed {
-                // The other workers stop after their current job.
-                next.store(plan.jobs.len(), Ordering::Relaxed);
+            for &i in unit {
+                let job = &plan.jobs[i];
+                let result = match &schedule {
+                    None => Ok(CompiledChunk {
+                        bytes: x64::emit(program, &job.gates, job.width),
+                        alignment: 16,
+                    }),
+                    Some(schedule) => compile_job(
+                        isas,
+                        &mut contexts,
+                        program,
+                        job,
+                        schedule,
+                        &plan.stored[job.part],
+                        shape,
+                    ),
+                };
+                let result = result.map_err(|message| LowerError::Codegen {
+                    what: format!(
+                        "a chunk of {} gates (entries {:05b}) at {} lanes",
+                        job.gates.len(),
+                        job.entries,
+                        job.width.lanes()
+                    ),
+                    message,
+                });
+                let failed = result.is_err();
+                // Each slot is written in one assignment, so a poisoned lock holds nothing torn.
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(result);
+                if failed {
+                    // The other workers stop after their current chunk.
+                    next.store(units.len(), Ordering::Relaxed);
+                    continue 'units;
+                }
             }
         }
     };
     std::thread::scope(|scope| {
-        for _ in 1..threads.min(plan.jobs.len()) {
+        for _ in 1..threads.min(units.len()) {
             scope.spawn(worker);
         }
         worker();
@@ -1003,14 +1017,15 @@ fn compile_parallel(
     Ok(out)
 }
 
-/// Builds and compiles one job's function.
+/// Builds and compiles one job's function, whose chunk has `schedule`, in a worker's
+/// Cranelift contexts.
 fn compile_job(
     isas: &Isas,
-    ctx: &mut Context,
-    fctx: &mut FunctionBuilderContext,
+    (ctx, fctx): &mut (Context, FunctionBuilderContext),
     program: &Program,
     job: &Job,
-    memory: gates::Memory<'_>,
+    schedule: &gates::Schedule,
+    stored: &[bool],
     shape: gates::Shape,
 ) -> Result<CompiledChunk, String> {
     // Every chunk is compiled without Cranelift's optimizer: `gates::emit` already places
@@ -1030,7 +1045,7 @@ fn compile_job(
         ..shape
     };
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
-        gates::emit(b, base, job.width, program, &job.gates, memory, shape);
+        gates::emit(b, base, job.width, program, schedule, stored, shape);
     });
     let code = ctx
         .compile(&**isa, &mut Default::default())
