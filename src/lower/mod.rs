@@ -188,6 +188,12 @@ pub struct Options {
     /// Whether a cluster also computes in part the later gates that read several of its
     /// operands (see `gates.rs`). The direct generator ignores it.
     pub partial: bool,
+    /// Whether x86-64's 64-lane code also computes wide gates together and later gates in
+    /// part (`cluster` and `partial`). Off by default: there it computes each gate alone, which
+    /// ran speedChess's next entry 1.6x as fast (same instructions, twice the instructions per
+    /// cycle; `doc/native.md`). The 128-lane code and other ISAs follow `cluster` and
+    /// `partial` either way.
+    pub cluster_x64: bool,
     /// Whether Cranelift's code stores every gate into its slot, as the interpreter does. By
     /// default (false) it stores only the outputs of the entries that run a chunk and the gates
     /// that another chunk of the same part reads ([`Sharing`]); a gate read only within its
@@ -226,6 +232,7 @@ impl Default for Options {
             keep: 8,
             cluster: 2,
             partial: true,
+            cluster_x64: false,
             store_every_gate: false,
             window: true,
             fold_shared: true,
@@ -932,10 +939,12 @@ fn compile_parallel(
     plan: &Plan,
     threads: usize,
     backend: Backend,
-    shape: gates::Shape,
+    shapes: Shapes,
 ) -> Result<Vec<CompiledChunk>, LowerError> {
+    let x86_64 = isas.plain.triple().architecture == target_lexicon::Architecture::X86_64;
     // The jobs of one chunk (one per width) go to one worker, one after the other, so that
-    // they share the chunk's schedule, which is the same at every width (`gates::schedule`).
+    // they share the chunk's schedule where their shapes' steps are the same
+    // (`gates::schedule`).
     let mut units: Vec<Vec<usize>> = Vec::new();
     let mut unit_of: rustc_hash::FxHashMap<(usize, &[u32]), usize> = Default::default();
     for (i, job) in plan.jobs.iter().enumerate() {
@@ -953,26 +962,33 @@ fn compile_parallel(
         'units: loop {
             let u = next.fetch_add(1, Ordering::Relaxed);
             let Some(unit) = units.get(u) else { break };
-            let schedule = (backend != Backend::X64).then(|| {
-                let first = &plan.jobs[unit[0]];
-                gates::schedule(program, &first.gates, shape, &plan.sinks[first.part])
-            });
+            // The last schedule made, with the steps of the shape it was made for.
+            let mut schedule: Option<((usize, bool), gates::Schedule)> = None;
             for &i in unit {
                 let job = &plan.jobs[i];
-                let result = match &schedule {
-                    None => Ok(CompiledChunk {
+                let shape = shapes.at(job.width, x86_64);
+                let result = if backend == Backend::X64 {
+                    Ok(CompiledChunk {
                         bytes: x64::emit(program, &job.gates, job.width),
                         alignment: 16,
-                    }),
-                    Some(schedule) => compile_job(
+                    })
+                } else {
+                    let steps = (shape.cluster, shape.partial);
+                    let made = match schedule.take() {
+                        Some((s, made)) if s == steps => made,
+                        _ => gates::schedule(program, &job.gates, shape, &plan.sinks[job.part]),
+                    };
+                    let result = compile_job(
                         isas,
                         &mut contexts,
                         program,
                         job,
-                        schedule,
+                        &made,
                         &plan.stored[job.part],
                         shape,
-                    ),
+                    );
+                    schedule = Some((steps, made));
+                    result
                 };
                 let result = result.map_err(|message| LowerError::Codegen {
                     what: format!(
@@ -1065,15 +1081,44 @@ fn compile_job(
     })
 }
 
-/// How Cranelift's code of a chunk keeps values and folds operands, from the options.
-fn shape(options: &Options) -> gates::Shape {
-    gates::Shape {
-        keep: options.keep,
-        accumulators: gates::ACCUMULATORS,
-        cluster: options.cluster.max(1),
-        partial: options.partial,
-        window: options.window,
-        root: options.fold_shared,
+/// How Cranelift's code of a chunk keeps values and folds operands, from the options: for
+/// each width, the shape of its code, and whether x86-64's 64-lane code keeps clusters and
+/// partial values ([`Options::cluster_x64`]).
+#[derive(Copy, Clone)]
+pub(super) struct Shapes {
+    shape: gates::Shape,
+    cluster_x64: bool,
+}
+
+impl Shapes {
+    /// The shape of the code of `width` on an x86-64 ISA or not. x86-64's 64-lane code
+    /// computes each gate alone and nothing in part unless asked: on speedChess's next entry
+    /// the same schedule as the 128-lane code ran at half the instructions per cycle of this
+    /// one, with about as many instructions (`doc/native.md`).
+    fn at(self, width: Width, x86_64: bool) -> gates::Shape {
+        if width == Width::X64 && x86_64 && !self.cluster_x64 {
+            gates::Shape {
+                cluster: 1,
+                partial: false,
+                ..self.shape
+            }
+        } else {
+            self.shape
+        }
+    }
+}
+
+fn shape(options: &Options) -> Shapes {
+    Shapes {
+        shape: gates::Shape {
+            keep: options.keep,
+            accumulators: gates::ACCUMULATORS,
+            cluster: options.cluster.max(1),
+            partial: options.partial,
+            window: options.window,
+            root: options.fold_shared,
+        },
+        cluster_x64: options.cluster_x64,
     }
 }
 
