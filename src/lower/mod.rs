@@ -87,11 +87,10 @@ pub enum Regalloc {
 /// store 7,146 of its 7,248 gates, where 3,476 are its outputs (`doc/native.md`).
 #[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
 pub enum Sharing {
-    /// Starting from one part shared by every entry, an entry gets chunks of its own while
-    /// that removes one store that legal, terminal or next run (the entries of every step of a
-    /// playout) for every [`AUTO_GATES_PER_STORE`] gates it adds to the code of each width, and
-    /// the gates compiled per width stay within [`AUTO_MOST_GATES`] (`Plan::auto`; the
-    /// default).
+    /// Of every way to cut the entries into parts, the one that minimizes the stores that
+    /// legal, terminal and next run (the entries of every step of a playout), each counted as
+    /// [`AUTO_GATES_PER_STORE`] gates, plus the gates compiled per width, within
+    /// [`AUTO_MOST_GATES`] gates per width (`Plan::auto`; the default).
     #[default]
     Auto,
     /// Every entry has chunks of its own, which store only its outputs and what another of its
@@ -116,7 +115,7 @@ const ALL_ENTRIES: u8 = 31;
 /// core, and every larger program keep one shared part.
 pub const AUTO_MOST_GATES: usize = 40_000;
 
-/// The most gates per width [`Sharing::Auto`] compiles again for each store it removes from
+/// The gates per width that [`Sharing::Auto`] counts as worth one store of
 /// the entries a playout runs at every step. A heuristic, checked on four games
 /// (`doc/native.md`): connectFour's next entry apart (48 of those stores for 240 gates) made
 /// its 128-lane code 25% faster, speedChess's legal entry apart (3,454 for 7,248) 60% faster,
@@ -639,13 +638,14 @@ impl Plan {
         )
     }
 
-    /// The parts [`Sharing::Auto`] chooses: starting from one part of every entry, of the
-    /// entries whose move to a part of its own removes at least one store that legal,
-    /// terminal or next run per [`AUTO_GATES_PER_STORE`] gates it adds per width, within
-    /// [`AUTO_MOST_GATES`], the one removing the most moves, until none does. Sharing cuts an
-    /// entry's gates into chunks by who else needs them, and every gate read across a cut is
-    /// stored (speedChess's legal entry stored 7,146 of its 7,248 gates sharing with the
-    /// others, 3,692 alone), but a gate compiled for two parts costs lowering time twice.
+    /// The parts [`Sharing::Auto`] chooses: of the 52 ways to cut the five entries into
+    /// parts, the one of least cost, counting each store that legal, terminal or next run as
+    /// [`AUTO_GATES_PER_STORE`] gates, plus the gates compiled per width; a layout compiling
+    /// more than [`AUTO_MOST_GATES`] gates per width is left out, and a program above it keeps
+    /// one part. Sharing cuts an entry's gates into chunks by who else needs them, and every
+    /// gate read across a cut is stored (speedChess's legal entry stored 7,146 of its 7,248
+    /// gates sharing with the others, 3,692 alone), but a gate compiled for two parts costs
+    /// lowering time twice. On a tie, the layout listed first (fewer parts) stays.
     fn auto(
         program: &Program,
         needed_by: &[u8],
@@ -653,9 +653,12 @@ impl Plan {
         store_every_gate: bool,
         sink: bool,
     ) -> Vec<u8> {
-        // The stores that legal, terminal and next run under `parts`, and the gates compiled
-        // per width.
-        let cost = |parts: &[u8]| {
+        let shared = vec![ALL_ENTRIES];
+        if program.num_gates() > AUTO_MOST_GATES {
+            return shared;
+        }
+        let mut best = (usize::MAX, shared);
+        for parts in layouts(&Entry::ALL.map(|e| 1u8 << e.index())) {
             let plan = Plan::with_parts(
                 program,
                 needed_by,
@@ -663,36 +666,15 @@ impl Plan {
                 &[Width::X64],
                 store_every_gate,
                 sink,
-                parts.to_vec(),
+                parts.clone(),
             );
             let gates: usize = plan.jobs.iter().map(|j| j.gates.len()).sum();
-            (plan.speed_stores(), gates)
-        };
-        let mut parts = vec![ALL_ENTRIES];
-        if program.num_gates() > AUTO_MOST_GATES {
-            return parts;
-        }
-        let (mut stores, mut gates) = cost(&parts);
-        loop {
-            let best = Entry::ALL
-                .iter()
-                .map(|e| 1u8 << e.index())
-                .filter(|&bit| parts[0] & bit != 0 && parts[0] != bit)
-                .map(|bit| {
-                    let mut split = parts.clone();
-                    split[0] &= !bit;
-                    split.push(bit);
-                    (cost(&split), split)
-                })
-                .filter(|&((s, g), _)| {
-                    g <= AUTO_MOST_GATES && s < stores && (stores - s) * AUTO_GATES_PER_STORE >= g - gates
-                })
-                .max_by_key(|&((s, _), _)| stores - s);
-            match best {
-                Some(((s, g), split)) => (parts, stores, gates) = (split, s, g),
-                None => return parts,
+            let cost = plan.speed_stores() * AUTO_GATES_PER_STORE + gates;
+            if gates <= AUTO_MOST_GATES && cost < best.0 {
+                best = (cost, parts);
             }
         }
+        best.1
     }
 
     /// The plan with the given parts (each a set of entries; each entry in exactly one).
@@ -766,6 +748,28 @@ impl Plan {
             })
             .sum()
     }
+}
+
+/// Every way to cut `entries` (single bits) into parts, each part a set of entries, the
+/// layouts with fewer parts first (one part of them all first of all): 52 for five entries.
+fn layouts(entries: &[u8]) -> Vec<Vec<u8>> {
+    let Some((&first, rest)) = entries.split_first() else {
+        return vec![Vec::new()];
+    };
+    let mut out = Vec::new();
+    for layout in layouts(rest) {
+        // `first` joins one of the parts, or is a part of its own.
+        for i in 0..layout.len() {
+            let mut joined = layout.clone();
+            joined[i] |= first;
+            out.push(joined);
+        }
+        let mut apart = layout;
+        apart.insert(0, first);
+        out.push(apart);
+    }
+    out.sort_by_key(Vec::len);
+    out
 }
 
 /// For each gate, the set of entries that need it (bit `i` for `Entry::ALL[i]`).
@@ -1350,6 +1354,26 @@ mod tests {
         };
         program.compute_entry_gates();
         program
+    }
+
+    #[test]
+    fn the_layouts_are_every_way_to_cut_the_entries_into_parts_once() {
+        let entries = Entry::ALL.map(|e| 1u8 << e.index());
+        let all = layouts(&entries);
+        // The Bell number of five.
+        assert_eq!(all.len(), 52);
+        assert_eq!(all[0], vec![ALL_ENTRIES]);
+        let mut seen = FxHashSet::default();
+        for parts in &all {
+            // Each entry in exactly one part, no part empty.
+            assert!(parts.iter().all(|&p| p != 0));
+            assert_eq!(parts.iter().fold(0, |a, &p| a | p), ALL_ENTRIES);
+            assert_eq!(parts.iter().map(|p| p.count_ones()).sum::<u32>(), 5);
+            let mut sorted = parts.clone();
+            sorted.sort_unstable();
+            assert!(seen.insert(sorted), "{parts:?} twice");
+        }
+        assert!(all.windows(2).all(|w| w[0].len() <= w[1].len()));
     }
 
     const MODES: [Sharing; 4] = [
