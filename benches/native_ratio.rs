@@ -16,7 +16,9 @@
 //! own), `separate` (every entry with chunks of its own), `noroot` (no `fold_shared`: wide folds
 //! read twice keep their loads out of the operations), `nowindow` (also every slot addressed from
 //! the array's start, no base register following the stores), `nosink` (no gate folded into the
-//! wide gate reading it as it is computed: see `sink` in `lower::Options`), `every` (also every gate stored
+//! wide gate reading it as it is computed: see `sink` in `lower::Options`), `cluster64` (x86-64's
+//! 64-lane code with clusters and partial values too, as the 128-lane code: see `cluster_x64`),
+//! `every` (also every gate stored
 //! into its slot, as before gates read only within their chunk stayed in registers) and
 //! `plain` (also computing one gate at a time, no gate in part: the code before clusters and
 //! partial values).
@@ -94,9 +96,14 @@ fn variants() -> Vec<(&'static str, Options)> {
         sink: false,
         ..default.clone()
     };
+    let clustered = Options {
+        cluster_x64: true,
+        ..default.clone()
+    };
     let all = vec![
         ("default", default),
         ("nosink", unsunk),
+        ("cluster64", clustered),
         ("shared", shared),
         ("separate", separate),
         ("noroot", unrooted),

@@ -155,7 +155,8 @@ proptest! {
     /// everything in one, from the host's default code generator (the direct one on x86-64)
     /// and from Cranelift, which keeps no value in registers across gates, one, the default
     /// number, or more than the registers (so that the register allocator spills), and
-    /// computes wide gates alone, in twos or in eights, with or without later gates in part,
+    /// computes wide gates alone, in twos or in eights, with or without later gates in part
+    /// (at 64 lanes on x86-64 too, or not),
     /// storing every gate or only those read outside their chunk and the outputs, with or
     /// without a base register following the stores, with or without wide folds read twice
     /// passed through a block parameter, and with each way of sharing chunks between entries.
@@ -168,6 +169,7 @@ proptest! {
         keep in prop_oneof![Just(0usize), Just(1), Just(Options::default().keep), Just(40)],
         cluster in prop_oneof![Just(1usize), Just(2), Just(8)],
         partial: bool,
+        cluster_x64: bool,
         store_every_gate: bool,
         window: bool,
         fold_shared: bool,
@@ -178,8 +180,8 @@ proptest! {
     ) {
         let program = random_program(&shape, seed);
         let options = Options {
-            backend, keep, cluster, partial, store_every_gate, window, fold_shared, sink, sharing,
-            ..options(chunk_cost)
+            backend, keep, cluster, partial, cluster_x64, store_every_gate, window, fold_shared, sink,
+            sharing, ..options(chunk_cost)
         };
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
@@ -200,17 +202,20 @@ fn wide_gates_sharing_operands_computed_together_and_in_part() {
             ..Shape::sized(40, 60 + 10 * seed as usize)
         };
         let program = random_program(&shape, seed);
-        for (cluster, partial, keep) in [
-            (2, true, 8),
-            (8, true, 8),
-            (8, false, 8),
-            (4, true, 0),
-            (3, true, 40),
+        // x86-64's 64-lane code computes each gate alone unless `cluster_x64` says otherwise.
+        for (cluster, partial, keep, cluster_x64) in [
+            (2, true, 8, false),
+            (2, true, 8, true),
+            (8, true, 8, true),
+            (8, false, 8, true),
+            (4, true, 0, true),
+            (3, true, 40, true),
         ] {
             let opts = Options {
                 backend: Backend::Cranelift,
                 cluster,
                 partial,
+                cluster_x64,
                 keep,
                 ..options(Options::default().chunk_cost)
             };

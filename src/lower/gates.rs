@@ -629,6 +629,14 @@ impl<'a> Sunk<'a> {
         );
         wide.sort_unstable();
         wide.dedup();
+        // How many of each wide gate's sinks the chunk computes, in one pass over the chunk.
+        let mut here: FxHashMap<u32, usize> = FxHashMap::default();
+        for &h in gates {
+            let g = sink_of(h);
+            if g != u32::MAX {
+                *here.entry(g).or_default() += 1;
+            }
+        }
         let first_gate = program.first_gate_slot();
         for g in wide {
             let mut own = None;
@@ -649,7 +657,7 @@ impl<'a> Sunk<'a> {
                 }
             }
             if let Some(own) = own {
-                let here = gates.iter().filter(|&&h| sink_of(h) == g).count();
+                let here = here.get(&g).copied().unwrap_or(0);
                 sunk.state.insert(g, (own, before, here));
             }
         }

@@ -87,11 +87,10 @@ pub enum Regalloc {
 /// store 7,146 of its 7,248 gates, where 3,476 are its outputs (`doc/native.md`).
 #[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
 pub enum Sharing {
-    /// Starting from one part shared by every entry, an entry gets chunks of its own while
-    /// that removes one store that legal, terminal or next run (the entries of every step of a
-    /// playout) for every [`AUTO_GATES_PER_STORE`] gates it adds to the code of each width, and
-    /// the gates compiled per width stay within [`AUTO_MOST_GATES`] (`Plan::auto`; the
-    /// default).
+    /// Of every way to cut the entries into parts, the one that minimizes the stores that
+    /// legal, terminal and next run (the entries of every step of a playout), each counted as
+    /// [`AUTO_GATES_PER_STORE`] gates, plus the gates compiled per width, within
+    /// [`AUTO_MOST_GATES`] gates per width (`Plan::auto`; the default).
     #[default]
     Auto,
     /// Every entry has chunks of its own, which store only its outputs and what another of its
@@ -116,7 +115,7 @@ const ALL_ENTRIES: u8 = 31;
 /// core, and every larger program keep one shared part.
 pub const AUTO_MOST_GATES: usize = 40_000;
 
-/// The most gates per width [`Sharing::Auto`] compiles again for each store it removes from
+/// The gates per width that [`Sharing::Auto`] counts as worth one store of
 /// the entries a playout runs at every step. A heuristic, checked on four games
 /// (`doc/native.md`): connectFour's next entry apart (48 of those stores for 240 gates) made
 /// its 128-lane code 25% faster, speedChess's legal entry apart (3,454 for 7,248) 60% faster,
@@ -188,6 +187,12 @@ pub struct Options {
     /// Whether a cluster also computes in part the later gates that read several of its
     /// operands (see `gates.rs`). The direct generator ignores it.
     pub partial: bool,
+    /// Whether x86-64's 64-lane code also computes wide gates together and later gates in
+    /// part (`cluster` and `partial`). Off by default: there it computes each gate alone, which
+    /// ran speedChess's next entry 1.6x as fast (same instructions, twice the instructions per
+    /// cycle; `doc/native.md`). The 128-lane code and other ISAs follow `cluster` and
+    /// `partial` either way.
+    pub cluster_x64: bool,
     /// Whether Cranelift's code stores every gate into its slot, as the interpreter does. By
     /// default (false) it stores only the outputs of the entries that run a chunk and the gates
     /// that another chunk of the same part reads ([`Sharing`]); a gate read only within its
@@ -226,6 +231,7 @@ impl Default for Options {
             keep: 8,
             cluster: 2,
             partial: true,
+            cluster_x64: false,
             store_every_gate: false,
             window: true,
             fold_shared: true,
@@ -632,13 +638,14 @@ impl Plan {
         )
     }
 
-    /// The parts [`Sharing::Auto`] chooses: starting from one part of every entry, of the
-    /// entries whose move to a part of its own removes at least one store that legal,
-    /// terminal or next run per [`AUTO_GATES_PER_STORE`] gates it adds per width, within
-    /// [`AUTO_MOST_GATES`], the one removing the most moves, until none does. Sharing cuts an
-    /// entry's gates into chunks by who else needs them, and every gate read across a cut is
-    /// stored (speedChess's legal entry stored 7,146 of its 7,248 gates sharing with the
-    /// others, 3,692 alone), but a gate compiled for two parts costs lowering time twice.
+    /// The parts [`Sharing::Auto`] chooses: of the 52 ways to cut the five entries into
+    /// parts, the one of least cost, counting each store that legal, terminal or next run as
+    /// [`AUTO_GATES_PER_STORE`] gates, plus the gates compiled per width; a layout compiling
+    /// more than [`AUTO_MOST_GATES`] gates per width is left out, and a program above it keeps
+    /// one part. Sharing cuts an entry's gates into chunks by who else needs them, and every
+    /// gate read across a cut is stored (speedChess's legal entry stored 7,146 of its 7,248
+    /// gates sharing with the others, 3,692 alone), but a gate compiled for two parts costs
+    /// lowering time twice. On a tie, the layout listed first (fewer parts) stays.
     fn auto(
         program: &Program,
         needed_by: &[u8],
@@ -646,9 +653,12 @@ impl Plan {
         store_every_gate: bool,
         sink: bool,
     ) -> Vec<u8> {
-        // The stores that legal, terminal and next run under `parts`, and the gates compiled
-        // per width.
-        let cost = |parts: &[u8]| {
+        let shared = vec![ALL_ENTRIES];
+        if program.num_gates() > AUTO_MOST_GATES {
+            return shared;
+        }
+        let mut best = (usize::MAX, shared);
+        for parts in layouts(&Entry::ALL.map(|e| 1u8 << e.index())) {
             let plan = Plan::with_parts(
                 program,
                 needed_by,
@@ -656,36 +666,15 @@ impl Plan {
                 &[Width::X64],
                 store_every_gate,
                 sink,
-                parts.to_vec(),
+                parts.clone(),
             );
             let gates: usize = plan.jobs.iter().map(|j| j.gates.len()).sum();
-            (plan.speed_stores(), gates)
-        };
-        let mut parts = vec![ALL_ENTRIES];
-        if program.num_gates() > AUTO_MOST_GATES {
-            return parts;
-        }
-        let (mut stores, mut gates) = cost(&parts);
-        loop {
-            let best = Entry::ALL
-                .iter()
-                .map(|e| 1u8 << e.index())
-                .filter(|&bit| parts[0] & bit != 0 && parts[0] != bit)
-                .map(|bit| {
-                    let mut split = parts.clone();
-                    split[0] &= !bit;
-                    split.push(bit);
-                    (cost(&split), split)
-                })
-                .filter(|&((s, g), _)| {
-                    g <= AUTO_MOST_GATES && s < stores && (stores - s) * AUTO_GATES_PER_STORE >= g - gates
-                })
-                .max_by_key(|&((s, _), _)| stores - s);
-            match best {
-                Some(((s, g), split)) => (parts, stores, gates) = (split, s, g),
-                None => return parts,
+            let cost = plan.speed_stores() * AUTO_GATES_PER_STORE + gates;
+            if gates <= AUTO_MOST_GATES && cost < best.0 {
+                best = (cost, parts);
             }
         }
+        best.1
     }
 
     /// The plan with the given parts (each a set of entries; each entry in exactly one).
@@ -759,6 +748,28 @@ impl Plan {
             })
             .sum()
     }
+}
+
+/// Every way to cut `entries` (single bits) into parts, each part a set of entries, the
+/// layouts with fewer parts first (one part of them all first of all): 52 for five entries.
+fn layouts(entries: &[u8]) -> Vec<Vec<u8>> {
+    let Some((&first, rest)) = entries.split_first() else {
+        return vec![Vec::new()];
+    };
+    let mut out = Vec::new();
+    for layout in layouts(rest) {
+        // `first` joins one of the parts, or is a part of its own.
+        for i in 0..layout.len() {
+            let mut joined = layout.clone();
+            joined[i] |= first;
+            out.push(joined);
+        }
+        let mut apart = layout;
+        apart.insert(0, first);
+        out.push(apart);
+    }
+    out.sort_by_key(Vec::len);
+    out
 }
 
 /// For each gate, the set of entries that need it (bit `i` for `Entry::ALL[i]`).
@@ -932,10 +943,12 @@ fn compile_parallel(
     plan: &Plan,
     threads: usize,
     backend: Backend,
-    shape: gates::Shape,
+    shapes: Shapes,
 ) -> Result<Vec<CompiledChunk>, LowerError> {
+    let x86_64 = isas.plain.triple().architecture == target_lexicon::Architecture::X86_64;
     // The jobs of one chunk (one per width) go to one worker, one after the other, so that
-    // they share the chunk's schedule, which is the same at every width (`gates::schedule`).
+    // they share the chunk's schedule where their shapes' steps are the same
+    // (`gates::schedule`).
     let mut units: Vec<Vec<usize>> = Vec::new();
     let mut unit_of: rustc_hash::FxHashMap<(usize, &[u32]), usize> = Default::default();
     for (i, job) in plan.jobs.iter().enumerate() {
@@ -953,26 +966,33 @@ fn compile_parallel(
         'units: loop {
             let u = next.fetch_add(1, Ordering::Relaxed);
             let Some(unit) = units.get(u) else { break };
-            let schedule = (backend != Backend::X64).then(|| {
-                let first = &plan.jobs[unit[0]];
-                gates::schedule(program, &first.gates, shape, &plan.sinks[first.part])
-            });
+            // The last schedule made, with the steps of the shape it was made for.
+            let mut schedule: Option<((usize, bool), gates::Schedule)> = None;
             for &i in unit {
                 let job = &plan.jobs[i];
-                let result = match &schedule {
-                    None => Ok(CompiledChunk {
+                let shape = shapes.at(job.width, x86_64);
+                let result = if backend == Backend::X64 {
+                    Ok(CompiledChunk {
                         bytes: x64::emit(program, &job.gates, job.width),
                         alignment: 16,
-                    }),
-                    Some(schedule) => compile_job(
+                    })
+                } else {
+                    let steps = (shape.cluster, shape.partial);
+                    let made = match schedule.take() {
+                        Some((s, made)) if s == steps => made,
+                        _ => gates::schedule(program, &job.gates, shape, &plan.sinks[job.part]),
+                    };
+                    let result = compile_job(
                         isas,
                         &mut contexts,
                         program,
                         job,
-                        schedule,
+                        &made,
                         &plan.stored[job.part],
                         shape,
-                    ),
+                    );
+                    schedule = Some((steps, made));
+                    result
                 };
                 let result = result.map_err(|message| LowerError::Codegen {
                     what: format!(
@@ -1065,15 +1085,44 @@ fn compile_job(
     })
 }
 
-/// How Cranelift's code of a chunk keeps values and folds operands, from the options.
-fn shape(options: &Options) -> gates::Shape {
-    gates::Shape {
-        keep: options.keep,
-        accumulators: gates::ACCUMULATORS,
-        cluster: options.cluster.max(1),
-        partial: options.partial,
-        window: options.window,
-        root: options.fold_shared,
+/// How Cranelift's code of a chunk keeps values and folds operands, from the options: for
+/// each width, the shape of its code, and whether x86-64's 64-lane code keeps clusters and
+/// partial values ([`Options::cluster_x64`]).
+#[derive(Copy, Clone)]
+pub(super) struct Shapes {
+    shape: gates::Shape,
+    cluster_x64: bool,
+}
+
+impl Shapes {
+    /// The shape of the code of `width` on an x86-64 ISA or not. x86-64's 64-lane code
+    /// computes each gate alone and nothing in part unless asked: on speedChess's next entry
+    /// the same schedule as the 128-lane code ran at half the instructions per cycle of this
+    /// one, with about as many instructions (`doc/native.md`).
+    fn at(self, width: Width, x86_64: bool) -> gates::Shape {
+        if width == Width::X64 && x86_64 && !self.cluster_x64 {
+            gates::Shape {
+                cluster: 1,
+                partial: false,
+                ..self.shape
+            }
+        } else {
+            self.shape
+        }
+    }
+}
+
+fn shape(options: &Options) -> Shapes {
+    Shapes {
+        shape: gates::Shape {
+            keep: options.keep,
+            accumulators: gates::ACCUMULATORS,
+            cluster: options.cluster.max(1),
+            partial: options.partial,
+            window: options.window,
+            root: options.fold_shared,
+        },
+        cluster_x64: options.cluster_x64,
     }
 }
 
@@ -1305,6 +1354,26 @@ mod tests {
         };
         program.compute_entry_gates();
         program
+    }
+
+    #[test]
+    fn the_layouts_are_every_way_to_cut_the_entries_into_parts_once() {
+        let entries = Entry::ALL.map(|e| 1u8 << e.index());
+        let all = layouts(&entries);
+        // The Bell number of five.
+        assert_eq!(all.len(), 52);
+        assert_eq!(all[0], vec![ALL_ENTRIES]);
+        let mut seen = FxHashSet::default();
+        for parts in &all {
+            // Each entry in exactly one part, no part empty.
+            assert!(parts.iter().all(|&p| p != 0));
+            assert_eq!(parts.iter().fold(0, |a, &p| a | p), ALL_ENTRIES);
+            assert_eq!(parts.iter().map(|p| p.count_ones()).sum::<u32>(), 5);
+            let mut sorted = parts.clone();
+            sorted.sort_unstable();
+            assert!(seen.insert(sorted), "{parts:?} twice");
+        }
+        assert!(all.windows(2).all(|w| w[0].len() <= w[1].len()));
     }
 
     const MODES: [Sharing; 4] = [
