@@ -202,7 +202,9 @@ pub struct Options {
     /// Whether Cranelift's code passes a fold of 8 or more operands whose value is read more
     /// than once (a gate stored and read again, a block of shared operands) through a block
     /// parameter, so that Cranelift folds the fold's loads into its operations as memory
-    /// operands (see `gates::root`). Other ISAs and the direct generator ignore it.
+    /// operands (see `gates::root`). Other ISAs, the direct generator and the single-pass
+    /// register allocator ignore it (that allocator keeps every value live across the blocks
+    /// it adds in a stack slot, which made chess's code 27% larger and slower).
     pub fold_shared: bool,
     /// Which entries share code (see [`Sharing`]).
     pub sharing: Sharing,
@@ -566,6 +568,9 @@ struct Job {
     gates: Vec<u32>,
     /// Which of [`Plan::stored`] says which of its gates to store.
     part: usize,
+    /// The chunk (numbered over the whole plan) whose gates this job computes at its width:
+    /// the jobs of one chunk share its schedule.
+    chunk: u32,
 }
 
 /// What to generate: the functions, in the order every entry runs those it needs.
@@ -581,6 +586,8 @@ struct Job {
 /// contains it.
 struct Plan {
     jobs: Vec<Job>,
+    /// The number of chunks (each compiled once per width).
+    chunks: usize,
     /// For each part and each gate, whether its value must be in its slot when its chunk of
     /// that part returns: it is an output of an entry of the part, or a gate of another chunk
     /// of the part reads it. A gate read only within its own chunk may stay in a register
@@ -701,6 +708,7 @@ impl Plan {
         let mut jobs = Vec::new();
         let mut stored = Vec::new();
         let mut sinks = Vec::new();
+        let mut chunks = 0;
         for &entries in &parts {
             let mut groups: Vec<Vec<u32>> = vec![Vec::new(); 32];
             for (g, &n) in needed_by.iter().enumerate() {
@@ -710,16 +718,18 @@ impl Plan {
                 .filter(|&s| !groups[usize::from(s)].is_empty())
                 .collect();
             signatures.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
-            let mut part = Part::new(program, stored.len(), sink);
+            let mut part = Part::new(program, stored.len(), chunks, sink);
             for signature in signatures {
                 let gates = std::mem::take(&mut groups[usize::from(signature)]);
                 part.add(program, &mut jobs, signature, gates, chunk_cost, widths);
             }
+            chunks = part.first + part.chunks;
             stored.push(part.stored(program, entries, store_every_gate));
             sinks.push(part.sink);
         }
         Plan {
             jobs,
+            chunks: chunks as usize,
             stored,
             parts,
             sinks,
@@ -779,6 +789,8 @@ struct Part {
     /// `u32::MAX`: no chunk of the part computes the gate.
     chunk_of: Vec<u32>,
     chunks: u32,
+    /// The plan-wide number of the part's first chunk.
+    first: u32,
     /// For each gate, the gate it is folded into (see [`Plan::sinks`]), or `u32::MAX`.
     sink: Vec<u32>,
     /// Whether wide gates get sinks at all.
@@ -786,11 +798,12 @@ struct Part {
 }
 
 impl Part {
-    fn new(program: &Program, index: usize, sinking: bool) -> Part {
+    fn new(program: &Program, index: usize, first: u32, sinking: bool) -> Part {
         Part {
             index,
             chunk_of: vec![u32::MAX; program.num_gates()],
             chunks: 0,
+            first,
             sink: vec![u32::MAX; program.num_gates()],
             sinking,
         }
@@ -869,6 +882,7 @@ impl Part {
             let gone = folded.get(&g).map_or(0, |&n| n.saturating_sub(1));
             own - gone + usize::from(self.sink[g as usize] != u32::MAX)
         });
+        let first = self.chunks;
         for range in &ranges {
             for &g in &gates[range.clone()] {
                 self.chunk_of[g as usize] = self.chunks;
@@ -876,12 +890,13 @@ impl Part {
             self.chunks += 1;
         }
         for &width in widths {
-            for range in &ranges {
+            for (k, range) in ranges.iter().enumerate() {
                 jobs.push(Job {
                     entries,
                     width,
                     gates: gates[range.clone()].to_vec(),
                     part: self.index,
+                    chunk: self.first + first + k as u32,
                 });
             }
         }
@@ -936,15 +951,11 @@ fn compile_parallel(
 ) -> Result<Vec<CompiledChunk>, LowerError> {
     // The jobs of one chunk (one per width) go to one worker, one after the other, so that
     // they share the chunk's schedule, which is the same at every width (`gates::schedule`).
-    let mut units: Vec<Vec<usize>> = Vec::new();
-    let mut unit_of: rustc_hash::FxHashMap<(usize, &[u32]), usize> = Default::default();
+    let mut units: Vec<Vec<usize>> = vec![Vec::new(); plan.chunks];
     for (i, job) in plan.jobs.iter().enumerate() {
-        let u = *unit_of.entry((job.part, &job.gates[..])).or_insert_with(|| {
-            units.push(Vec::new());
-            units.len() - 1
-        });
-        units[u].push(i);
+        units[job.chunk as usize].push(i);
     }
+    units.retain(|unit| !unit.is_empty());
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
         Mutex::new((0..plan.jobs.len()).map(|_| None).collect());
@@ -1073,7 +1084,10 @@ fn shape(options: &Options) -> gates::Shape {
         cluster: options.cluster.max(1),
         partial: options.partial,
         window: options.window,
-        root: options.fold_shared,
+        // The single-pass allocator keeps every value that lives across a block boundary in a
+        // stack slot, the array's address included, so the blocks of `gates::root` made it
+        // reload that address before nearly every load (`doc/native.md`).
+        root: options.fold_shared && options.regalloc != Regalloc::SinglePass,
     }
 }
 
@@ -1456,9 +1470,19 @@ mod tests {
                                     assert_eq!(before, compiled.len(), "a gate is compiled twice");
                                 }
                             }
-                            // Each entry runs the chunks of one part only.
+                            // Each entry runs the chunks of one part only, and the jobs of a
+                            // chunk (which share its schedule) are its gates at each width.
                             for job in &plan.jobs {
                                 assert_eq!(job.entries & !plan.parts[job.part], 0);
+                                let same: Vec<&Job> =
+                                    plan.jobs.iter().filter(|j| j.chunk == job.chunk).collect();
+                                assert_eq!(same.len(), Width::ALL.len());
+                                for other in same {
+                                    assert_eq!(
+                                        (other.part, other.entries, &other.gates),
+                                        (job.part, job.entries, &job.gates)
+                                    );
+                                }
                             }
                         }
                     }
