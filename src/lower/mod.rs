@@ -80,6 +80,39 @@ pub enum Regalloc {
     SinglePass,
 }
 
+/// Whether the 64-lane code is compiled, or the 64-lane calls run the 128-lane code (the
+/// wrapper widens the leaf slots into a 128-lane array and narrows the outputs back), which
+/// halves the lowering of a large program at the price of its 64-lane speed.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum Narrow {
+    /// [`Narrow::Compiled`] for programs of at most [`WIDE_ONLY_ABOVE`] gates,
+    /// [`Narrow::FromWide`] above (the default).
+    #[default]
+    Auto,
+    /// Both widths are compiled.
+    Compiled,
+    /// Only the 128-lane code is compiled, where the ISA has it; without it, only the 64-lane
+    /// code.
+    FromWide,
+}
+
+/// The most gates of a program whose 64-lane code [`Narrow::Auto`] compiles. Above it, the
+/// lowering is most of the compile time (the programs of the single-pass allocator,
+/// [`SINGLE_PASS_ABOVE`]), and compiling one width instead of two took 52–60% of it on chess,
+/// linesOfAction and comp2006_farmers (`doc/native.md`).
+pub const WIDE_ONLY_ABOVE: usize = 100_000;
+
+impl Narrow {
+    /// Whether the 64-lane calls of a program of `gates` gates run the 128-lane code.
+    pub fn from_wide(self, gates: usize) -> bool {
+        match self {
+            Narrow::Auto => gates > WIDE_ONLY_ABOVE,
+            Narrow::Compiled => false,
+            Narrow::FromWide => true,
+        }
+    }
+}
+
 /// Which entries share code. A gate that several entries need can be compiled once, in a
 /// chunk that each of them runs, but then the entries' chunks are cut by which entries need
 /// each gate, and every gate that a chunk of another such group reads must be stored: on
@@ -165,6 +198,10 @@ pub struct Options {
     pub chunk_cost: usize,
     /// Whether to also generate the 128-lane code (when the ISA supports it).
     pub x128: bool,
+    /// Whether the 64-lane code is compiled or served by the 128-lane code (only where that
+    /// is compiled). The object path ([`object::emit`]) compiles both widths anyway: its
+    /// harness runs each.
+    pub narrow: Narrow,
     /// Whether Cranelift's IR verifier runs on every function. On in debug builds and tests,
     /// off in release builds, where it would only cost time.
     pub verifier: bool,
@@ -220,6 +257,7 @@ impl Default for Options {
         Options {
             chunk_cost: 4_096,
             x128: true,
+            narrow: Narrow::Auto,
             verifier: cfg!(debug_assertions),
             regalloc: Regalloc::Auto,
             max_gates: 4_000_000,
@@ -286,6 +324,8 @@ pub struct LowerStats {
     pub code_bytes: usize,
     /// Whether the 128-lane code was generated.
     pub x128: bool,
+    /// Whether the 64-lane calls run the 128-lane code, no 64-lane code being compiled.
+    pub x64_from_x128: bool,
     /// The register allocator Cranelift ran (whatever it was, for the direct generator).
     pub regalloc: Regalloc,
     /// The code generator that wrote the code: [`Backend::Cranelift`] or [`Backend::X64`].
@@ -359,7 +399,12 @@ pub fn lower_with(
     };
     // SSE2, which the direct generator's 128-lane code uses, is part of every x86-64 processor.
     let x128 = options.x128 && (backend == Backend::X64 || supports_x128(&isas.speed));
-    let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
+    let x64_from_x128 = x128 && options.narrow.from_wide(program.num_gates());
+    let widths: &[Width] = match (x128, x64_from_x128) {
+        (true, true) => &[Width::X128],
+        (true, false) => &Width::ALL,
+        (false, _) => &[Width::X64],
+    };
     let plan = Plan::new(
         &program,
         options.chunk_cost,
@@ -377,12 +422,13 @@ pub fn lower_with(
         shape(options),
     )?;
     let mut module = JITModule::new(JITBuilder::with_isa(isas.speed, default_libcall_names()));
-    let defined = define(&mut module, &plan, compiled, x128).and_then(|(chunks, code_bytes)| {
-        module
-            .finalize_definitions()
-            .map_err(|e| LowerError::Memory(e.to_string()))?;
-        Ok((chunks, code_bytes))
-    });
+    let defined =
+        define(&mut module, &plan, compiled, x128, x64_from_x128).and_then(|(chunks, code_bytes)| {
+            module
+                .finalize_definitions()
+                .map_err(|e| LowerError::Memory(e.to_string()))?;
+            Ok((chunks, code_bytes))
+        });
     let (chunks, code_bytes) = match defined {
         Ok(done) => done,
         Err(e) => {
@@ -397,6 +443,7 @@ pub fn lower_with(
         gates: plan.jobs.iter().map(|j| j.gates.len()).sum(),
         code_bytes,
         x128,
+        x64_from_x128,
         regalloc: options.regalloc,
         backend,
         time: Duration::ZERO,
@@ -1105,11 +1152,13 @@ fn define(
     plan: &Plan,
     compiled: Vec<CompiledChunk>,
     x128: bool,
+    x64_from_x128: bool,
 ) -> Result<([EntryChunks; 5], usize), LowerError> {
     let signature = chunk_signature(module.isa());
     let mut chunks: [EntryChunks; 5] = Default::default();
     for c in &mut chunks {
         c.x128 = x128.then(Vec::new);
+        c.x64_from_x128 = x64_from_x128;
     }
     let mut code_bytes = 0;
     for (job, code) in plan.jobs.iter().zip(compiled) {
