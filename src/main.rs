@@ -494,7 +494,11 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
                     s.gates,
                     s.code_bytes as f64 / 1024.0,
                     s.code_bytes as f64 / s.gates.max(1) as f64,
-                    if s.x128 { "64 and 128" } else { "64" },
+                    match (s.x128, s.x64_from_x128) {
+                        (true, false) => "64 and 128",
+                        (true, true) => "128 (64-lane calls run it on widened arrays)",
+                        (false, _) => "64",
+                    },
                     match (s.backend, s.regalloc) {
                         (lower::Backend::Cranelift, lower::Regalloc::SinglePass) => {
                             "Cranelift (single-pass register allocator)"

@@ -19,7 +19,7 @@ use common::differential::{
     arrays_agree, lanes_agree, machines_agree, random_joint, random_mask, random_state,
 };
 use common::random_program::{random_program, with_opaque, HashedOpaque, Shape};
-use propjet::lower::{self, Backend, LowerError, Options, Regalloc, Sharing};
+use propjet::lower::{self, Backend, LowerError, Narrow, Options, Regalloc, Sharing};
 use propjet_runtime::{
     lane_rollouts, machine_rollouts, Engine, Entry, Gate, GoalRule, Interpreter, LaneEngine, Lit, Machine,
     MachineError, Native, NativeError, Op, Opaque, PackedState, Plan, Program, Rng, RoleIdx, RolloutSource,
@@ -177,11 +177,12 @@ proptest! {
         sharing in prop_oneof![
             Just(Sharing::Auto), Just(Sharing::Separate), Just(Sharing::ViewApart), Just(Sharing::Shared)
         ],
+        narrow in prop_oneof![Just(Narrow::Auto), Just(Narrow::FromWide)],
     ) {
         let program = random_program(&shape, seed);
         let options = Options {
             backend, keep, cluster, partial, cluster_x64, store_every_gate, window, fold_shared, sink,
-            sharing, ..options(chunk_cost)
+            sharing, narrow, ..options(chunk_cost)
         };
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
@@ -389,6 +390,47 @@ fn the_single_pass_allocator_and_64_lanes_alone_agree_too() {
             NativeError::WidthUnavailable(Width::X128)
         );
     }
+}
+
+#[test]
+fn the_64_lane_calls_run_the_128_lane_code_when_only_that_is_compiled() {
+    for seed in 0..8 {
+        let program = random_program(&Shape::sized(70, 400), seed);
+        for regalloc in [Regalloc::Backtracking, Regalloc::SinglePass] {
+            let opts = Options {
+                regalloc,
+                narrow: Narrow::FromWide,
+                backend: Backend::Cranelift,
+                ..options(100)
+            };
+            // Every path: 64-lane arrays, both lane widths, the single-state methods.
+            check(&program, &opts, seed);
+            let lowered = lower::lower(program.clone(), &opts).expect("lowers");
+            let native = &lowered.native;
+            if !lowered.stats.x128 {
+                // A host without 128-bit vectors compiles the 64-lane code instead.
+                assert!(!lowered.stats.x64_from_x128);
+                continue;
+            }
+            assert!(lowered.stats.x64_from_x128);
+            assert!(native.has_width(Width::X64) && native.has_width(Width::X128));
+            for entry in Entry::ALL {
+                assert_eq!(native.chunk_count(entry, Width::X64), 0);
+            }
+            let both = lower::lower(
+                program.clone(),
+                &Options {
+                    narrow: Narrow::Compiled,
+                    ..opts
+                },
+            )
+            .expect("lowers");
+            assert_eq!(lowered.stats.gates * 2, both.stats.gates);
+        }
+    }
+    // The default compiles both widths below the threshold.
+    assert!(!Narrow::Auto.from_wide(lower::WIDE_ONLY_ABOVE));
+    assert!(Narrow::Auto.from_wide(lower::WIDE_ONLY_ABOVE + 1));
 }
 
 #[test]
@@ -620,6 +662,16 @@ fn native_fills_opaque_atoms_like_the_interpreter_on_random_programs() {
         );
         let states = engines_agree(&program, &interp, &native, seed)
             .unwrap_or_else(|e| panic!("seed {seed}: {e}\nprogram: {program:?}"));
+        // With the 64-lane calls served by the 128-lane code, the opaque slots are widened too.
+        let narrow = Options {
+            narrow: Narrow::FromWide,
+            ..options(50)
+        };
+        let from_wide = lower::lower_with(program.clone(), Some(evaluator.clone()), &narrow)
+            .expect("lowers")
+            .native;
+        engines_agree(&program, &interp, &from_wide, seed)
+            .unwrap_or_else(|e| panic!("seed {seed}, 64 lanes from 128: {e}\nprogram: {program:?}"));
         assert!(
             evaluator.asked.load(Ordering::Relaxed) > 0,
             "seed {seed}: no opaque atom was asked for"

@@ -89,6 +89,12 @@ pub struct EntryChunks {
     pub x64: Vec<FuncId>,
     /// The chunks of the 128-lane code, if any.
     pub x128: Option<Vec<FuncId>>,
+    /// Whether the 64-lane calls run the 128-lane code instead of `x64` (which is then
+    /// empty): the wrapper copies the leaf slots into the low half of a 128-lane array, runs
+    /// the 128-lane chunks and copies the entry's outputs back. Lowering a large program at one
+    /// width halves its lowering time (`doc/native.md`). Every entry must agree, and it needs
+    /// `x128`.
+    pub x64_from_x128: bool,
 }
 
 /// Why a native call refused its arguments, or native code could not be set up.
@@ -97,8 +103,9 @@ pub enum NativeError {
     /// The program handed to [`Native::from_jit`] is malformed.
     #[error("invalid program: {0}")]
     Program(#[from] ProgramError),
-    /// The entries disagree on which widths they have.
-    #[error("entry {entry:?} has no 128-lane code, but other entries have")]
+    /// The entries disagree on which widths they have (or on whether the 64-lane calls run
+    /// the 128-lane code, which needs that code).
+    #[error("entry {entry:?} disagrees with the others on its widths")]
     InconsistentWidths {
         /// An entry without the wide code.
         entry: Entry,
@@ -321,6 +328,10 @@ pub struct Native {
     program: Arc<Program>,
     code: [EntryCode; 5],
     has_x128: bool,
+    /// Whether 64-lane calls run the 128-lane code ([`EntryChunks::x64_from_x128`]).
+    x64_from_x128: bool,
+    /// The 128-lane array those calls run on, taken only by trying its lock.
+    wide_scratch: Mutex<Vec<Wide>>,
     /// The opaque atoms' evaluator and demand, for a program that has opaque atoms: the
     /// generated code only reads their slots, and this wrapper fills them before an entry that
     /// reads them runs (`doc/opaque.md` §6).
@@ -391,6 +402,7 @@ impl Native {
     ) -> Result<Native, NativeError> {
         let program: Arc<Program> = program.into();
         let has_x128 = chunks[0].x128.is_some();
+        let x64_from_x128 = chunks[0].x64_from_x128;
         let refusal = match program.validate() {
             Err(e) => Some(NativeError::Program(e)),
             // The generated code only reads the opaque slots; without an evaluator nothing
@@ -402,7 +414,12 @@ impl Native {
             }
             Ok(()) => Entry::ALL
                 .into_iter()
-                .find(|e| chunks[e.index()].x128.is_some() != has_x128)
+                .find(|e| {
+                    let c = &chunks[e.index()];
+                    c.x128.is_some() != has_x128
+                        || c.x64_from_x128 != x64_from_x128
+                        || (x64_from_x128 && (!has_x128 || !c.x64.is_empty()))
+                })
                 .map(|entry| NativeError::InconsistentWidths { entry }),
         };
         if let Some(refusal) = refusal {
@@ -421,7 +438,7 @@ impl Native {
         };
         let code = chunks.each_ref().map(|c| EntryCode {
             by_width: [
-                Some(c.x64.iter().map(cast).collect()),
+                (!x64_from_x128).then(|| c.x64.iter().map(cast).collect()),
                 c.x128.as_ref().map(|ids| ids.iter().map(cast).collect()),
             ],
         });
@@ -443,6 +460,8 @@ impl Native {
             program,
             code,
             has_x128,
+            x64_from_x128,
+            wide_scratch: Mutex::new(Vec::new()),
             opaque,
             opaque_error: Mutex::new(None),
             moves,
@@ -518,8 +537,40 @@ impl Native {
         values[Program::FALSE_SLOT as usize] = 0;
         values[Program::TRUE_SLOT as usize] = !0;
         let filled = self.fill::<1>(entry, values, [active]);
-        self.call(entry, Width::X64, values.as_mut_ptr());
+        self.call_x64(entry, values);
         Ok(filled?)
+    }
+
+    /// Runs `entry`'s 64-lane code on `values` (at least `num_slots` words, constants set,
+    /// opaque slots filled), or its 128-lane code on a copy of the leaf slots with the outputs
+    /// copied back when the 64-lane calls are served that way.
+    fn call_x64(&self, entry: Entry, values: &mut [u64]) {
+        if !self.x64_from_x128 {
+            self.call(entry, Width::X64, values.as_mut_ptr());
+            return;
+        }
+        let slots = self.program.num_slots();
+        let leaves = self.program.first_gate_slot();
+        let mut fresh = Vec::new();
+        let mut guard = match self.wide_scratch.try_lock() {
+            Ok(guard) => Some(guard),
+            // Every call rewrites the leaf slots and reads back only what the entry wrote.
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        let wide: &mut Vec<Wide> = guard.as_deref_mut().unwrap_or(&mut fresh);
+        wide.resize(slots, Wide::default());
+        for (w, &v) in wide[..leaves].iter_mut().zip(&values[..leaves]) {
+            *w = Wide([v, 0]);
+        }
+        // `wide` holds `num_slots` aligned 128-lane values and is borrowed mutably here.
+        self.call(entry, Width::X128, wide.as_mut_ptr().cast::<u64>());
+        for lit in self.program.outputs(entry) {
+            let slot = lit.slot() as usize;
+            if slot >= leaves {
+                values[slot] = wide[slot].0[0];
+            }
+        }
     }
 
     /// Fills the opaque slots of the lanes in `active` before `entry` runs, if it reads them;
@@ -690,7 +741,7 @@ impl Native {
         values[Program::TRUE_SLOT as usize] = !0;
         let filled = self.fill::<1>(entry, values, [1]);
         self.note(filled);
-        self.call(entry, Width::X64, values.as_mut_ptr());
+        self.call_x64(entry, values);
     }
 
     /// The first error of the opaque evaluator met by a [`Machine`] call, if any. Such a call

@@ -80,6 +80,39 @@ pub enum Regalloc {
     SinglePass,
 }
 
+/// Whether the 64-lane code is compiled, or the 64-lane calls run the 128-lane code (the
+/// wrapper widens the leaf slots into a 128-lane array and narrows the outputs back), which
+/// halves the lowering of a large program at the price of its 64-lane speed.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum Narrow {
+    /// [`Narrow::Compiled`] for programs of at most [`WIDE_ONLY_ABOVE`] gates,
+    /// [`Narrow::FromWide`] above (the default).
+    #[default]
+    Auto,
+    /// Both widths are compiled.
+    Compiled,
+    /// Only the 128-lane code is compiled, where the ISA has it; without it, only the 64-lane
+    /// code.
+    FromWide,
+}
+
+/// The most gates of a program whose 64-lane code [`Narrow::Auto`] compiles. Above it, the
+/// lowering is most of the compile time (the programs of the single-pass allocator,
+/// [`SINGLE_PASS_ABOVE`]), and compiling one width instead of two took 52–60% of it on chess,
+/// linesOfAction and comp2006_farmers (`doc/native.md`).
+pub const WIDE_ONLY_ABOVE: usize = 100_000;
+
+impl Narrow {
+    /// Whether the 64-lane calls of a program of `gates` gates run the 128-lane code.
+    pub fn from_wide(self, gates: usize) -> bool {
+        match self {
+            Narrow::Auto => gates > WIDE_ONLY_ABOVE,
+            Narrow::Compiled => false,
+            Narrow::FromWide => true,
+        }
+    }
+}
+
 /// Which entries share code. A gate that several entries need can be compiled once, in a
 /// chunk that each of them runs, but then the entries' chunks are cut by which entries need
 /// each gate, and every gate that a chunk of another such group reads must be stored: on
@@ -164,6 +197,10 @@ pub struct Options {
     pub chunk_cost: usize,
     /// Whether to also generate the 128-lane code (when the ISA supports it).
     pub x128: bool,
+    /// Whether the 64-lane code is compiled or served by the 128-lane code (only where that
+    /// is compiled). The object path ([`object::emit`]) compiles both widths anyway: its
+    /// harness runs each.
+    pub narrow: Narrow,
     /// Whether Cranelift's IR verifier runs on every function. On in debug builds and tests,
     /// off in release builds, where it would only cost time.
     pub verifier: bool,
@@ -207,7 +244,9 @@ pub struct Options {
     /// Whether Cranelift's code passes a fold of 8 or more operands whose value is read more
     /// than once (a gate stored and read again, a block of shared operands) through a block
     /// parameter, so that Cranelift folds the fold's loads into its operations as memory
-    /// operands (see `gates::root`). Other ISAs and the direct generator ignore it.
+    /// operands (see `gates::root`). Other ISAs, the direct generator and the single-pass
+    /// register allocator ignore it (that allocator keeps every value live across the blocks
+    /// it adds in a stack slot, which made chess's code 27% larger and slower).
     pub fold_shared: bool,
     /// Which entries share code (see [`Sharing`]).
     pub sharing: Sharing,
@@ -223,6 +262,7 @@ impl Default for Options {
         Options {
             chunk_cost: 4_096,
             x128: true,
+            narrow: Narrow::Auto,
             verifier: cfg!(debug_assertions),
             regalloc: Regalloc::Auto,
             max_gates: 4_000_000,
@@ -290,6 +330,8 @@ pub struct LowerStats {
     pub code_bytes: usize,
     /// Whether the 128-lane code was generated.
     pub x128: bool,
+    /// Whether the 64-lane calls run the 128-lane code, no 64-lane code being compiled.
+    pub x64_from_x128: bool,
     /// The register allocator Cranelift ran (whatever it was, for the direct generator).
     pub regalloc: Regalloc,
     /// The code generator that wrote the code: [`Backend::Cranelift`] or [`Backend::X64`].
@@ -363,7 +405,12 @@ pub fn lower_with(
     };
     // SSE2, which the direct generator's 128-lane code uses, is part of every x86-64 processor.
     let x128 = options.x128 && (backend == Backend::X64 || supports_x128(&isas.speed));
-    let widths: &[Width] = if x128 { &Width::ALL } else { &[Width::X64] };
+    let x64_from_x128 = x128 && options.narrow.from_wide(program.num_gates());
+    let widths: &[Width] = match (x128, x64_from_x128) {
+        (true, true) => &[Width::X128],
+        (true, false) => &Width::ALL,
+        (false, _) => &[Width::X64],
+    };
     let plan = Plan::new(
         &program,
         options.chunk_cost,
@@ -381,12 +428,13 @@ pub fn lower_with(
         shape(options),
     )?;
     let mut module = JITModule::new(JITBuilder::with_isa(isas.speed, default_libcall_names()));
-    let defined = define(&mut module, &plan, compiled, x128).and_then(|(chunks, code_bytes)| {
-        module
-            .finalize_definitions()
-            .map_err(|e| LowerError::Memory(e.to_string()))?;
-        Ok((chunks, code_bytes))
-    });
+    let defined =
+        define(&mut module, &plan, compiled, x128, x64_from_x128).and_then(|(chunks, code_bytes)| {
+            module
+                .finalize_definitions()
+                .map_err(|e| LowerError::Memory(e.to_string()))?;
+            Ok((chunks, code_bytes))
+        });
     let (chunks, code_bytes) = match defined {
         Ok(done) => done,
         Err(e) => {
@@ -401,6 +449,7 @@ pub fn lower_with(
         gates: plan.jobs.iter().map(|j| j.gates.len()).sum(),
         code_bytes,
         x128,
+        x64_from_x128,
         regalloc: options.regalloc,
         backend,
         time: Duration::ZERO,
@@ -572,6 +621,9 @@ struct Job {
     gates: Vec<u32>,
     /// Which of [`Plan::stored`] says which of its gates to store.
     part: usize,
+    /// The chunk (numbered over the whole plan) whose gates this job computes at its width:
+    /// the jobs of one chunk share its schedule.
+    chunk: u32,
 }
 
 /// What to generate: the functions, in the order every entry runs those it needs.
@@ -587,6 +639,8 @@ struct Job {
 /// contains it.
 struct Plan {
     jobs: Vec<Job>,
+    /// The number of chunks (each compiled once per width).
+    chunks: usize,
     /// For each part and each gate, whether its value must be in its slot when its chunk of
     /// that part returns: it is an output of an entry of the part, or a gate of another chunk
     /// of the part reads it. A gate read only within its own chunk may stay in a register
@@ -690,6 +744,7 @@ impl Plan {
         let mut jobs = Vec::new();
         let mut stored = Vec::new();
         let mut sinks = Vec::new();
+        let mut chunks = 0;
         for &entries in &parts {
             let mut groups: Vec<Vec<u32>> = vec![Vec::new(); 32];
             for (g, &n) in needed_by.iter().enumerate() {
@@ -699,16 +754,18 @@ impl Plan {
                 .filter(|&s| !groups[usize::from(s)].is_empty())
                 .collect();
             signatures.sort_by_key(|sig| (std::cmp::Reverse(sig.count_ones()), *sig));
-            let mut part = Part::new(program, stored.len(), sink);
+            let mut part = Part::new(program, stored.len(), chunks, sink);
             for signature in signatures {
                 let gates = std::mem::take(&mut groups[usize::from(signature)]);
                 part.add(program, &mut jobs, signature, gates, chunk_cost, widths);
             }
+            chunks = part.first + part.chunks;
             stored.push(part.stored(program, entries, store_every_gate));
             sinks.push(part.sink);
         }
         Plan {
             jobs,
+            chunks: chunks as usize,
             stored,
             parts,
             sinks,
@@ -790,6 +847,8 @@ struct Part {
     /// `u32::MAX`: no chunk of the part computes the gate.
     chunk_of: Vec<u32>,
     chunks: u32,
+    /// The plan-wide number of the part's first chunk.
+    first: u32,
     /// For each gate, the gate it is folded into (see [`Plan::sinks`]), or `u32::MAX`.
     sink: Vec<u32>,
     /// Whether wide gates get sinks at all.
@@ -797,11 +856,12 @@ struct Part {
 }
 
 impl Part {
-    fn new(program: &Program, index: usize, sinking: bool) -> Part {
+    fn new(program: &Program, index: usize, first: u32, sinking: bool) -> Part {
         Part {
             index,
             chunk_of: vec![u32::MAX; program.num_gates()],
             chunks: 0,
+            first,
             sink: vec![u32::MAX; program.num_gates()],
             sinking,
         }
@@ -880,6 +940,7 @@ impl Part {
             let gone = folded.get(&g).map_or(0, |&n| n.saturating_sub(1));
             own - gone + usize::from(self.sink[g as usize] != u32::MAX)
         });
+        let first = self.chunks;
         for range in &ranges {
             for &g in &gates[range.clone()] {
                 self.chunk_of[g as usize] = self.chunks;
@@ -887,12 +948,13 @@ impl Part {
             self.chunks += 1;
         }
         for &width in widths {
-            for range in &ranges {
+            for (k, range) in ranges.iter().enumerate() {
                 jobs.push(Job {
                     entries,
                     width,
                     gates: gates[range.clone()].to_vec(),
                     part: self.index,
+                    chunk: self.first + first + k as u32,
                 });
             }
         }
@@ -949,15 +1011,11 @@ fn compile_parallel(
     // The jobs of one chunk (one per width) go to one worker, one after the other, so that
     // they share the chunk's schedule where their shapes' steps are the same
     // (`gates::schedule`).
-    let mut units: Vec<Vec<usize>> = Vec::new();
-    let mut unit_of: rustc_hash::FxHashMap<(usize, &[u32]), usize> = Default::default();
+    let mut units: Vec<Vec<usize>> = vec![Vec::new(); plan.chunks];
     for (i, job) in plan.jobs.iter().enumerate() {
-        let u = *unit_of.entry((job.part, &job.gates[..])).or_insert_with(|| {
-            units.push(Vec::new());
-            units.len() - 1
-        });
-        units[u].push(i);
+        units[job.chunk as usize].push(i);
     }
+    units.retain(|unit| !unit.is_empty());
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
         Mutex::new((0..plan.jobs.len()).map(|_| None).collect());
@@ -1120,7 +1178,10 @@ fn shape(options: &Options) -> Shapes {
             cluster: options.cluster.max(1),
             partial: options.partial,
             window: options.window,
-            root: options.fold_shared,
+            // The single-pass allocator keeps every value that lives across a block boundary
+            // in a stack slot, the array's address included, so the blocks of `gates::root`
+            // made it reload that address before nearly every load (`doc/native.md`).
+            root: options.fold_shared && options.regalloc != Regalloc::SinglePass,
         },
         cluster_x64: options.cluster_x64,
     }
@@ -1140,11 +1201,13 @@ fn define(
     plan: &Plan,
     compiled: Vec<CompiledChunk>,
     x128: bool,
+    x64_from_x128: bool,
 ) -> Result<([EntryChunks; 5], usize), LowerError> {
     let signature = chunk_signature(module.isa());
     let mut chunks: [EntryChunks; 5] = Default::default();
     for c in &mut chunks {
         c.x128 = x128.then(Vec::new);
+        c.x64_from_x128 = x64_from_x128;
     }
     let mut code_bytes = 0;
     for (job, code) in plan.jobs.iter().zip(compiled) {
@@ -1525,9 +1588,19 @@ mod tests {
                                     assert_eq!(before, compiled.len(), "a gate is compiled twice");
                                 }
                             }
-                            // Each entry runs the chunks of one part only.
+                            // Each entry runs the chunks of one part only, and the jobs of a
+                            // chunk (which share its schedule) are its gates at each width.
                             for job in &plan.jobs {
                                 assert_eq!(job.entries & !plan.parts[job.part], 0);
+                                let same: Vec<&Job> =
+                                    plan.jobs.iter().filter(|j| j.chunk == job.chunk).collect();
+                                assert_eq!(same.len(), Width::ALL.len());
+                                for other in same {
+                                    assert_eq!(
+                                        (other.part, other.entries, &other.gates),
+                                        (job.part, job.entries, &job.gates)
+                                    );
+                                }
                             }
                         }
                     }

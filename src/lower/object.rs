@@ -281,6 +281,7 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
             gates: plan.jobs.iter().map(|j| j.gates.len()).sum(),
             code_bytes,
             x128,
+            x64_from_x128: false,
             regalloc: options.regalloc,
             time: start.elapsed(),
             backend: Backend::Cranelift,
