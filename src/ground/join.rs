@@ -9,7 +9,7 @@
 //! every candidate is unified with the literal in full.
 
 use super::normalize::{AtomPat, Conj, Item, Pat, RelId};
-use super::terms::{TermId, TermStore, UNBOUND};
+use super::terms::{same_ids, TermId, TermStore, UNBOUND};
 use hashbrown::HashTable;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::hash::Hasher;
@@ -914,7 +914,7 @@ impl Memo {
 
     fn get(&self, key: &[TermId]) -> Option<&SubEntries> {
         self.table
-            .find(key_hash(key), |&(i, _)| self.key(i) == key)
+            .find(key_hash(key), |&(i, _)| same_ids(self.key(i), key))
             .map(|(_, r)| r)
     }
 
@@ -1224,7 +1224,7 @@ impl<'a> Exec<'a> {
                 // Nested loops often ask a sub-join again with the binding it saw last.
                 let last = self.last[*sub]
                     .as_ref()
-                    .filter(|(k, _)| **k == *key)
+                    .filter(|(k, _)| same_ids(k, &key))
                     .map(|(_, r)| r.clone());
                 let known = last.or_else(|| self.memo[*sub].get(&key).cloned());
                 let entries = match known {
@@ -1238,7 +1238,7 @@ impl<'a> Exec<'a> {
                     }
                 };
                 match &mut self.last[*sub] {
-                    Some((k, _)) if *k == key => {}
+                    Some((k, _)) if same_ids(k, &key) => {}
                     Some((k, r)) => {
                         k.clear();
                         k.extend_from_slice(&key);
@@ -1355,14 +1355,14 @@ impl<'a> Exec<'a> {
         // and its bodies come sorted (the families rely on that).
         let mut order: Vec<usize> = (0..ends.len()).collect();
         order.sort_unstable_by(|&a, &b| value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b))));
-        order.dedup_by(|a, b| value(*a) == value(*b) && body(*a) == body(*b));
+        order.dedup_by(|a, b| same_ids(value(*a), value(*b)) && body(*a) == body(*b));
         let mut entries = std::mem::take(&mut self.entries_buf);
         entries.clear();
         let mut these: Vec<&[OutLit]> = Vec::new();
         let mut rest = order.as_slice();
         while let Some(&first) = rest.first() {
             let values = value(first);
-            let same = rest.iter().take_while(|&&i| value(i) == values).count();
+            let same = rest.iter().take_while(|&&i| same_ids(value(i), values)).count();
             these.clear();
             these.extend(rest[..same].iter().map(|&i| body(i)));
             rest = &rest[same..];
