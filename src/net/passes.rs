@@ -350,13 +350,13 @@ impl Rewriter {
             }
             self.leaves.insert(node.clone(), id);
         } else if self.flags.merge {
-            let hash = fx_hash(&node);
+            let hash = gate_hash(&node);
             let nodes = &self.nodes;
             let found = self.gates.find_or_insert(
                 hash,
                 id.0,
                 |g| nodes[g as usize] == node,
-                |g| fx_hash(&nodes[g as usize]),
+                |g| gate_hash(&nodes[g as usize]),
             );
             if let Some(found) = found {
                 return NodeId(found);
@@ -534,8 +534,35 @@ impl Rewriter {
         for id in old.outputs() {
             fanout[id.index()] += 1;
         }
-        let nodes = std::mem::take(&mut old.nodes);
-        for (i, mut node) in nodes.into_iter().enumerate() {
+        let mut nodes = std::mem::take(&mut old.nodes);
+        // Merging alone writes each gate over its mapped operands, sorted and without repeats
+        // (`junction`); then the table slots of a batch of gates whose operands are all done
+        // are loaded before the first of them is hash-consed ([`Interner::touch`]).
+        let touch = self.flags.merge
+            && !(self.flags.fold || self.flags.collapse || self.flags.factor || self.flags.exclusive);
+        let mut scratch: Vec<NodeId> = Vec::new();
+        let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
+        for i in 0..nodes.len() {
+            if touch && i % BATCH == 0 {
+                hashes.clear();
+                for node in &nodes[i..(i + BATCH).min(nodes.len())] {
+                    let (kind, ops) = match node {
+                        Node::And(ops) => (GateKind::And, &ops[..]),
+                        Node::Or(ops) => (GateKind::Or, &ops[..]),
+                        Node::Not(x) => (GateKind::Not, std::slice::from_ref(x)),
+                        _ => continue,
+                    };
+                    if ops.iter().all(|o| o.index() < i) {
+                        scratch.clear();
+                        scratch.extend(ops.iter().map(|o| self.map[o.index()]));
+                        scratch.sort_unstable();
+                        scratch.dedup();
+                        hashes.push(hash_of(kind, &scratch));
+                    }
+                }
+                self.gates.touch(&hashes);
+            }
+            let mut node = std::mem::replace(&mut nodes[i], Node::Const(false));
             match &mut node {
                 Node::And(ops) | Node::Or(ops) => {
                     for o in ops.iter_mut() {
@@ -554,9 +581,32 @@ impl Rewriter {
     }
 }
 
-fn fx_hash(node: &Node) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(node)
+/// How many gates the merge pass takes at a time when it loads their table slots ahead.
+const BATCH: usize = 16;
+
+#[derive(Copy, Clone)]
+enum GateKind {
+    And,
+    Or,
+    Not,
+}
+
+/// The hash of a gate by its kind and operands (a `not` has one), as the merge pass hashes it.
+fn gate_hash(node: &Node) -> u64 {
+    match node {
+        Node::And(ops) => hash_of(GateKind::And, ops),
+        Node::Or(ops) => hash_of(GateKind::Or, ops),
+        Node::Not(x) => hash_of(GateKind::Not, std::slice::from_ref(x)),
+        _ => unreachable!("only gates are hashed"),
+    }
+}
+
+fn hash_of(kind: GateKind, ops: &[NodeId]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+    let mut h = BuildHasherDefault::<rustc_hash::FxHasher>::default().build_hasher();
+    (kind as u8).hash(&mut h);
+    ops.hash(&mut h);
+    h.finish()
 }
 
 /// The net `old` (its nodes already taken) with the arena `nodes`, outputs and views moved

@@ -101,41 +101,14 @@ impl Arena {
     /// The and of the operands pushed onto `self.ops` from `start` on, folded and, when
     /// merging, shared.
     fn and_from(&mut self, start: usize, or_hint: bool) -> Lit {
-        let ops = &mut self.ops[start..];
-        ops.sort_unstable();
-        let mut len = 0;
-        let mut falsum = false;
-        for i in 0..ops.len() {
-            let l = ops[i];
-            if l == TRUE || (len > 0 && ops[len - 1] == l) {
-                continue;
-            }
-            // Sorted, `x` and `¬x` are neighbours, and their and is false; so is an and that
-            // reads false, which sorts first.
-            if l == FALSE || (len > 0 && ops[len - 1] ^ 1 == l) {
-                falsum = true;
-                break;
-            }
-            ops[len] = l;
-            len += 1;
-        }
-        if falsum {
-            self.ops.truncate(start);
-            return FALSE;
-        }
-        self.ops.truncate(start + len);
-        match len {
-            0 => {
-                self.ops.truncate(start);
-                return TRUE;
-            }
-            1 => {
-                let l = self.ops[start];
+        let len = match canonical(&mut self.ops[start..]) {
+            Ok(len) => len,
+            Err(l) => {
                 self.ops.truncate(start);
                 return l;
             }
-            _ => {}
-        }
+        };
+        self.ops.truncate(start + len);
         let range = start as u32..(start + len) as u32;
         if !self.merge {
             return self.push(SNode::And(range), or_hint);
@@ -158,6 +131,45 @@ impl Arena {
             return id << 1;
         }
         self.push(SNode::And(range), or_hint)
+    }
+}
+
+/// Sorts `ops`, the operands of an and, and moves the distinct ones to the front: `Ok` with how
+/// many there are when they are two or more, else `Err` with the literal the and is (false
+/// when it reads false or a literal and its negation, true when it reads nothing else, the
+/// operand when it has one).
+fn canonical(ops: &mut [Lit]) -> Result<usize, Lit> {
+    ops.sort_unstable();
+    let mut len = 0;
+    for i in 0..ops.len() {
+        let l = ops[i];
+        if l == TRUE || (len > 0 && ops[len - 1] == l) {
+            continue;
+        }
+        // Sorted, `x` and `¬x` are neighbours, and their and is false; so is an and that
+        // reads false, which sorts first.
+        if l == FALSE || (len > 0 && ops[len - 1] ^ 1 == l) {
+            return Err(FALSE);
+        }
+        ops[len] = l;
+        len += 1;
+    }
+    match len {
+        0 => Err(TRUE),
+        1 => Err(ops[0]),
+        _ => Ok(len),
+    }
+}
+
+/// How many gates the sweeps that hash-cons take at a time: before the first of them, they
+/// load the table slots of those whose operands are all done ([`Interner::touch`]).
+const BATCH: usize = 16;
+
+/// Adds to `hashes` the hash of the and over `scratch` (its operands, in any order), if it is
+/// an and of two or more operands.
+fn hash_and(hashes: &mut Vec<u64>, scratch: &mut [Lit]) {
+    if let Ok(len) = canonical(scratch) {
+        hashes.push(fx_hash(&scratch[..len]));
     }
 }
 
@@ -189,7 +201,25 @@ fn to_signed(net: &Propnet) -> (Arena, Outputs) {
         .sum();
     let mut arena = Arena::new(net.nodes.len(), edges, true);
     let mut lit: Vec<Lit> = Vec::with_capacity(net.nodes.len());
-    for (node, &needed) in net.nodes.iter().zip(&live) {
+    let mut scratch: Vec<Lit> = Vec::new();
+    let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
+    for (i, (node, &needed)) in net.nodes.iter().zip(&live).enumerate() {
+        if i % BATCH == 0 {
+            hashes.clear();
+            let end = (i + BATCH).min(net.nodes.len());
+            for (node, _) in net.nodes[i..end].iter().zip(&live[i..end]).filter(|(_, &l)| l) {
+                let (Node::And(ops) | Node::Or(ops)) = node else {
+                    continue;
+                };
+                if ops.iter().all(|o| o.index() < i) {
+                    let or = matches!(node, Node::Or(_)) as Lit;
+                    scratch.clear();
+                    scratch.extend(ops.iter().map(|o| lit[o.index()] ^ or));
+                    hash_and(&mut hashes, &mut scratch);
+                }
+            }
+            arena.ands.touch(&hashes);
+        }
         if !needed {
             lit.push(FALSE);
             continue;
@@ -254,40 +284,32 @@ fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
     }
     let mut arena = Arena::new(old.nodes.len(), old.ops.len(), true);
     let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
+    let mut scratch: Vec<Lit> = Vec::new();
+    let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
     for (n, node) in old.nodes.iter().enumerate() {
+        if n % BATCH == 0 {
+            hashes.clear();
+            for j in n..(n + BATCH).min(old.nodes.len()) {
+                let SNode::And(r) = &old.nodes[j] else { continue };
+                let ops = &old.ops[r.start as usize..r.end as usize];
+                if refs[j] > 0 && ops.iter().all(|&l| node_of(l) < n) {
+                    scratch.clear();
+                    flattened(&arena, old, &map, &refs, &unnegated, j, &mut scratch);
+                    hash_and(&mut hashes, &mut scratch);
+                }
+            }
+            arena.ands.touch(&hashes);
+        }
         if refs[n] == 0 {
             continue;
         }
         map[n] = match node {
             SNode::Leaf(leaf) => arena.leaf(leaf),
-            SNode::And(r) => {
+            SNode::And(_) => {
+                scratch.clear();
+                flattened(&arena, old, &map, &refs, &unnegated, n, &mut scratch);
                 let start = arena.ops.len();
-                for &l in &old.ops[r.start as usize..r.end as usize] {
-                    let x = node_of(l);
-                    let m = map[x] ^ (l & 1);
-                    // When every reader of `x` is an and that reads it unnegated, `x` dies if
-                    // each of its `k` readers takes its `n` operands: one gate less, and
-                    // `k (n - 1) - n` operands more, which is taken when it is at most one
-                    // (always, for a single reader). Only between gates written alike (two
-                    // ands, or two ors): `a ∧ ¬(b ∨ c)` flattened is `a ∧ ¬b ∧ ¬c`, which
-                    // needs the negations of `b` and `c` instead of the one of the or.
-                    let inner = match arena.and_ops(m) {
-                        Some(inner)
-                            if !negated(m) && unnegated[x] == refs[x] && old.or_hint[x] == old.or_hint[n] =>
-                        {
-                            let (k, n) = (refs[x] as usize, inner.len());
-                            (k * (n - 1) <= n + 1).then(|| {
-                                let r = node_range(&arena, m);
-                                r.start as usize..r.end as usize
-                            })
-                        }
-                        _ => None,
-                    };
-                    match inner {
-                        Some(inner) => arena.ops.extend_from_within(inner),
-                        None => arena.ops.push(m),
-                    }
-                }
+                arena.ops.extend_from_slice(&scratch);
                 arena.and_from(start, old.or_hint[n])
             }
         };
@@ -306,10 +328,39 @@ fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
     (arena, outputs)
 }
 
-fn node_range(arena: &Arena, l: Lit) -> Range<u32> {
-    match &arena.nodes[node_of(l)] {
-        SNode::And(r) => r.clone(),
-        SNode::Leaf(_) => 0..0,
+/// Pushes onto `out` the operands of the and `n` of `old` as rebuilt into `arena` (`map` gives
+/// what each earlier node became): an and that only ands read, unnegated, hands its operands to
+/// its readers where that pays.
+fn flattened(
+    arena: &Arena,
+    old: &Arena,
+    map: &[Lit],
+    refs: &[u32],
+    unnegated: &[u32],
+    n: usize,
+    out: &mut Vec<Lit>,
+) {
+    let SNode::And(r) = &old.nodes[n] else { return };
+    for &l in &old.ops[r.start as usize..r.end as usize] {
+        let x = node_of(l);
+        let m = map[x] ^ (l & 1);
+        // When every reader of `x` is an and that reads it unnegated, `x` dies if each of its
+        // `k` readers takes its `n` operands: one gate less, and `k (n - 1) - n` operands
+        // more, which is taken when it is at most one (always, for a single reader). Only
+        // between gates written alike (two ands, or two ors): `a ∧ ¬(b ∨ c)` flattened is
+        // `a ∧ ¬b ∧ ¬c`, which needs the negations of `b` and `c` instead of the one of the
+        // or.
+        match arena.and_ops(m) {
+            Some(inner)
+                if !negated(m)
+                    && unnegated[x] == refs[x]
+                    && old.or_hint[x] == old.or_hint[n]
+                    && refs[x] as usize * (inner.len() - 1) <= inner.len() + 1 =>
+            {
+                out.extend_from_slice(inner)
+            }
+            _ => out.push(m),
+        }
     }
 }
 
