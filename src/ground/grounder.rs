@@ -1,6 +1,7 @@
 //! The grounder's phases: classify relations, evaluate the static ones exactly and the dynamic
 //! ones as an over-approximation, then instantiate the dynamic rules (see `doc/grounding.md`).
 
+use super::eliminate;
 use super::join::{self, sort_dedup_from, Bounds, Exec, Mode, OutLit, Plan, Relation, Stop, AUX};
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
@@ -102,8 +103,16 @@ pub(crate) struct Grounder<'d> {
     /// The opaque relations (see `doc/opaque.md`): their calls are atoms whose values come from
     /// outside the ground program.
     opaque: Vec<bool>,
+    /// The most solutions one derivation may find (`eliminate` sets it).
+    budget: usize,
     pub stats: GroundStats,
 }
+
+/// The limit a derivation reports when it finds more solutions than `Grounder::budget`.
+const OVER_BUDGET: &str = "elimination budget";
+
+/// The most solutions the rule of a relation of `eliminate` may have.
+const ELIM_MAX_SOLUTIONS: usize = 1_000_000;
 
 fn limit(limit: &'static str, value: usize, relation: &str) -> GroundError {
     GroundError::Limit {
@@ -231,6 +240,7 @@ impl<'d> Grounder<'d> {
             costs: vec![RuleCost::default(); desc.rules.len()],
             evaluated: vec![false; n],
             opaque,
+            budget: usize::MAX,
             stats: GroundStats::default(),
         };
         g.opaque.resize(n, false);
@@ -623,6 +633,119 @@ impl<'d> Grounder<'d> {
         Ok(())
     }
 
+    /// Splits the rules where eliminating a variable into a relation of its own pays
+    /// (`eliminate`), and evaluates the new relations, whose rules read only relations
+    /// evaluated already (or new ones before them).
+    pub fn eliminate(&mut self) -> Result<(), GroundError> {
+        let start = Instant::now();
+        let first_symbol = (0..self.rels.len() as RelId)
+            .map(|r| self.rels.key(r).0 .0 + 1)
+            .max()
+            .unwrap_or(0)
+            .max(self.desc.symbols.len() as u32);
+        let output = &self.output;
+        let dynamic = &self.dynamic;
+        let relations = &self.relations;
+        let split = eliminate::split_rules(
+            &mut self.conjs,
+            &mut self.rels,
+            |c| c.rule.is_some() && !c.magic && output[c.head.rel as usize],
+            |r| dynamic.get(r as usize).copied().unwrap_or(false),
+            |r| relations.get(r as usize).map_or(&[][..], |rel| &rel.rows[..]),
+            &self.store,
+            first_symbol,
+        );
+        let n = self.rels.len();
+        self.relations.resize_with(n, Relation::default);
+        for v in [
+            &mut self.dynamic,
+            &mut self.reached,
+            &mut self.guard,
+            &mut self.output,
+            &mut self.evaluated,
+            &mut self.opaque,
+        ] {
+            v.resize(n, false);
+        }
+        let mut new = vec![false; n];
+        for (k, nr) in split.relations.iter().enumerate() {
+            let r = nr.rel as usize;
+            new[r] = true;
+            self.dynamic[r] = self.conjs[nr.rule].body.iter().any(|item| match item {
+                Item::Pos(a) | Item::Neg(a) => self.dynamic[a.rel as usize],
+                _ => false,
+            });
+            self.guard[r] = nr.guard;
+            self.output[r] = self.dynamic[r] && !nr.guard;
+            self.reached[r] = true;
+            self.evaluated[r] = true;
+            self.rel_names
+                .push(format!(";elim{k}/{}", self.rels.key(nr.rel).1));
+        }
+        // The new relations are evaluated in order, each within a budget of solutions: the
+        // estimate can be far off (a bucket that is a product the rest of the rule would have
+        // cut), and a relation that overruns it is dropped, with the splits that use it.
+        let mut failed = vec![false; n];
+        let reads = |c: &Conj, set: &[bool]| {
+            c.body.iter().any(|item| match item {
+                Item::Pos(a) | Item::Neg(a) => set[a.rel as usize],
+                _ => false,
+            })
+        };
+        let in_scc = vec![false; n];
+        for nr in &split.relations {
+            if reads(&self.conjs[nr.rule], &failed) {
+                failed[nr.rel as usize] = true;
+                continue;
+            }
+            let lens: Vec<usize> = self.relations.iter().map(|r| r.rows.len()).collect();
+            let bounds = Bounds {
+                old: lens.clone(),
+                all: lens,
+            };
+            let room = self.limits.max_atoms.saturating_sub(self.atoms) / 2;
+            self.budget = ((8.0 * nr.estimate) as usize + 100_000)
+                .min(ELIM_MAX_SOLUTIONS)
+                .min(room);
+            let result = self.derive(nr.rule, None, &in_scc, &bounds);
+            self.budget = usize::MAX;
+            match result {
+                Ok(()) => {}
+                Err(GroundError::Limit {
+                    limit: OVER_BUDGET, ..
+                }) => failed[nr.rel as usize] = true,
+                Err(e) => return Err(e),
+            }
+        }
+        for (ci, original) in split.originals {
+            if reads(&self.conjs[ci], &failed) {
+                self.conjs[ci] = original;
+            }
+        }
+        // Only the new relations that a rule still reads are instantiated.
+        let mut used = vec![false; n];
+        for c in self.conjs.iter().filter(|c| !new[c.head.rel as usize]) {
+            for item in &c.body {
+                if let Item::Pos(a) = item {
+                    used[a.rel as usize] = true;
+                }
+            }
+        }
+        for nr in split.relations.iter().rev() {
+            if used[nr.rel as usize] && !failed[nr.rel as usize] {
+                for item in &self.conjs[nr.rule].body {
+                    if let Item::Pos(a) = item {
+                        used[a.rel as usize] = true;
+                    }
+                }
+            } else {
+                self.output[nr.rel as usize] = false;
+            }
+        }
+        self.stats.fixpoint += start.elapsed();
+        Ok(())
+    }
+
     /// Evaluates, strongly connected component by component, dependencies first, every
     /// component of reached relations that are all in `select` and not evaluated yet.
     fn evaluate(&mut self, select: &[bool]) -> Result<(), GroundError> {
@@ -776,7 +899,13 @@ impl<'d> Grounder<'d> {
             let head = &conj.head;
             let name = &self.rel_names[head_rel as usize];
             let max_atoms = self.limits.max_atoms;
+            let budget = self.budget;
+            let mut solutions = 0usize;
             exec.run(conj, &plan, &mut |ex: &mut Exec| {
+                solutions += 1;
+                if solutions > budget {
+                    return Err(Stop::Error(limit(OVER_BUDGET, budget, name)));
+                }
                 let t = ex.build_atom(head);
                 if ex.store.depth(t) > MAX_TERM_DEPTH {
                     return Err(Stop::Error(limit("term_depth", MAX_TERM_DEPTH as usize, name)));
@@ -1436,6 +1565,15 @@ impl Out {
             (AtomKind::Terminal, store.text(t, symbols))
         } else if cx.opaque.get(rel as usize).copied().unwrap_or(false) {
             (AtomKind::Opaque, store.text(t, symbols))
+        } else if store.functor(t).0 as usize >= symbols.len() {
+            // A relation of variable elimination (`eliminate`).
+            let mut text = format!("(;elim {}", store.functor(t).0 as usize - symbols.len());
+            for &a in args {
+                text.push(' ');
+                text.push_str(&store.text(a, symbols));
+            }
+            text.push(')');
+            (AtomKind::View, text)
         } else {
             (AtomKind::View, store.text(t, symbols))
         };

@@ -1,6 +1,7 @@
 //! Grounding: from a checked [`Description`] to a ground program over the atoms that can ever
 //! hold (see `doc/grounding.md`).
 
+mod eliminate;
 mod eval;
 mod grounder;
 mod join;
@@ -72,5 +73,6 @@ pub fn ground_with_options(
 ) -> Result<(Grounded, GroundStats), GroundError> {
     let mut g = grounder::Grounder::new(desc, limits, options)?;
     g.fixpoint()?;
+    g.eliminate()?;
     g.instantiate()
 }
