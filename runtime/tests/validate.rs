@@ -45,6 +45,7 @@ fn the_hand_built_programs_are_valid() {
         views: vec![],
         entry_gates: Default::default(),
         opaque: Default::default(),
+        loops: Default::default(),
     };
     assert_eq!(empty.validate(), Ok(()));
 }

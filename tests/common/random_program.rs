@@ -233,6 +233,7 @@ pub fn random_program(shape: &Shape, seed: u64) -> Program {
         views,
         entry_gates: Default::default(),
         opaque: Default::default(),
+        loops: Default::default(),
     };
     program.compute_entry_gates();
     program
