@@ -433,6 +433,11 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
     let parse_time = clock.elapsed();
     let mut options = args.limits.options();
     options.optimize = !args.no_optimize;
+    if args.object.is_some() && args.limits.recursion.is_none() {
+        // The object's harness calls each function once; it cannot run a loop.
+        options.net.recursion = net::Recursion::Unroll;
+        eprintln!("note: recursion unrolled for --object");
+    }
     let compiled =
         compile::compile(&desc, &options).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
     let c = &compiled;
