@@ -695,6 +695,29 @@ impl Program {
         let first = self.first_gate_slot();
         let count = self.gates.len();
         let mut needed = vec![false; count];
+        if self.loops.loops.is_empty() {
+            // The sweep without loops, as it was before them: nearly every program.
+            for lit in lits {
+                if let Some(g) = (lit.slot() as usize).checked_sub(first) {
+                    if g < count {
+                        needed[g] = true;
+                    }
+                }
+            }
+            for g in (0..count).rev() {
+                if !needed[g] {
+                    continue;
+                }
+                for lit in self.gate_operands(g).unwrap_or(&[]) {
+                    if let Some(h) = (lit.slot() as usize).checked_sub(first) {
+                        if h < g {
+                            needed[h] = true;
+                        }
+                    }
+                }
+            }
+            return (needed, Vec::new());
+        }
         let mut loop_needed = vec![false; self.loops.loops.len()];
         // The loop of each feedback slot and of each body gate.
         let (fb_loop, gate_loop) = self.loop_maps();
@@ -846,6 +869,12 @@ impl Program {
     fn validate_loops(&self) -> Result<(), ProgramError> {
         let err = |s: String| Err(ProgramError::Loops(s));
         let lp = &self.loops;
+        if lp.slots == 0 && lp.loops.is_empty() {
+            return match lp.entry_loops.iter().find(|l| !l.is_empty()) {
+                Some(l) => err(format!("an entry runs loops {l:?} of a program without loops")),
+                None => Ok(()),
+            };
+        }
         let gates = self.gates.len();
         let mut owner = vec![u32::MAX; self.num_feedback()];
         let mut prev_end = 0u32;

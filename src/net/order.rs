@@ -27,7 +27,13 @@ pub fn order(net: &Propnet) -> Program {
         }
     }
     let mut top = vec![NONE; net.nodes.len()];
-    for (i, node) in net.nodes.iter().enumerate() {
+    // Without loops every node's is none (chess: a sweep over 4 million operands saved).
+    let nodes = if net.loops.is_empty() {
+        &[][..]
+    } else {
+        &net.nodes[..]
+    };
+    for (i, node) in nodes.iter().enumerate() {
         let t = match node {
             Node::Feedback(f) => loop_of_leaf[*f as usize],
             _ => node
