@@ -133,7 +133,16 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
     timings.ground = start.elapsed();
 
     let start = Instant::now();
-    let built = net::build(&grounded, &options.net)?;
+    let mut built = net::build(&grounded, &options.net)?;
+    if !built.loops.is_empty() && !built.opaque.is_empty() {
+        // The demand of the opaque atoms (`add_demand`) is a function of the state that the
+        // executors compute before the entry, with no loop; a net with both is built unrolled.
+        let unrolled = net::NetLimits {
+            recursion: net::Recursion::Unroll,
+            ..options.net.clone()
+        };
+        built = net::build(&grounded, &unrolled)?;
+    }
     timings.build = start.elapsed();
     let unoptimized = NetStats::of(&built);
     let (ground_atoms, ground_rules) = (grounded.atoms.len(), grounded.rules.len());

@@ -163,6 +163,19 @@ struct LimitArgs {
     /// The longest grounding may take, in seconds.
     #[arg(long, value_name = "SECONDS")]
     max_ground_seconds: Option<f64>,
+    /// How recursive views are built: unrolled into one copy per round, or as loops that the
+    /// executors run until nothing changes (`doc/propnet.md`).
+    #[arg(long, value_enum)]
+    recursion: Option<RecursionArg>,
+}
+
+/// The values of `--recursion`.
+#[derive(Copy, Clone, ValueEnum)]
+enum RecursionArg {
+    /// One copy of the component per round.
+    Unroll,
+    /// One copy, run as a loop.
+    Loop,
 }
 
 impl LimitArgs {
@@ -179,6 +192,11 @@ impl LimitArgs {
         }
         if let Some(s) = self.max_ground_seconds {
             o.ground.max_time = Duration::from_secs_f64(s.max(0.0));
+        }
+        match self.recursion {
+            Some(RecursionArg::Unroll) => o.net.recursion = net::Recursion::Unroll,
+            Some(RecursionArg::Loop) => o.net.recursion = net::Recursion::Loop,
+            None => {}
         }
         o
     }
@@ -415,6 +433,11 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
     let parse_time = clock.elapsed();
     let mut options = args.limits.options();
     options.optimize = !args.no_optimize;
+    if args.object.is_some() && args.limits.recursion.is_none() {
+        // The object's harness calls each function once; it cannot run a loop.
+        options.net.recursion = net::Recursion::Unroll;
+        eprintln!("note: recursion unrolled for --object");
+    }
     let compiled =
         compile::compile(&desc, &options).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;
     let c = &compiled;
@@ -471,6 +494,15 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
         p.entry_gates[3].len(),
         p.entry_gates[4].len()
     );
+    if !p.loops.loops.is_empty() {
+        println!(
+            "loops: {}, {} feedback slots, {} body gates (largest {})",
+            p.loops.loops.len(),
+            p.loops.slots,
+            p.loops.loops.iter().map(|l| l.body.len()).sum::<usize>(),
+            p.loops.loops.iter().map(|l| l.body.len()).max().unwrap_or(0)
+        );
+    }
     let program = std::sync::Arc::new(c.program.clone());
     let mut native = None;
     let lower_time = if args.no_native {
@@ -575,7 +607,9 @@ fn compile_game(args: &CompileArgs) -> Result<(), Failure> {
 fn analyze_game(args: &AnalyzeArgs) -> Result<(), Failure> {
     let game = &args.game;
     let desc = gdl::load(game).map_err(|e| Failure::input(e.to_string()))?;
-    let options = args.limits.options();
+    let mut options = args.limits.options();
+    // The analysis reads the net as an acyclic function of the state and the moves.
+    options.net.recursion = net::Recursion::Unroll;
     let clock = Instant::now();
     let compiled =
         compile::compile(&desc, &options).map_err(|e| Failure::input(format!("{}: {e}", game.display())))?;

@@ -498,7 +498,7 @@ fn sweep(net: &Propnet, fixed: &[Option<bool>]) -> Vec<Tv> {
         let v = match node {
             Node::Const(c) => [Tv::F, Tv::T][*c as usize],
             Node::Base(b) => fixed[*b as usize].map_or(Tv::X, |v| [Tv::F, Tv::T][v as usize]),
-            Node::Input(_) | Node::Opaque(_) => Tv::X,
+            Node::Input(_) | Node::Opaque(_) | Node::Feedback(_) => Tv::X,
             Node::Not(x) => match vals[x.index()] {
                 Tv::F => Tv::T,
                 Tv::T => Tv::F,

@@ -18,7 +18,7 @@ mod common;
 use common::differential::{
     arrays_agree, lanes_agree, machines_agree, random_joint, random_mask, random_state,
 };
-use common::random_program::{random_program, with_opaque, HashedOpaque, Shape};
+use common::random_program::{random_program, with_loops, with_opaque, HashedOpaque, Shape};
 use propjet::lower::{self, Backend, LowerError, Narrow, Options, Regalloc, Sharing};
 use propjet_runtime::{
     lane_rollouts, machine_rollouts, Engine, Entry, Gate, GoalRule, Interpreter, LaneEngine, Lit, Machine,
@@ -187,6 +187,45 @@ proptest! {
         let result = differential(&program, &options, seed ^ 0x5eed);
         prop_assert!(result.is_ok(), "{}", result.unwrap_err());
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Programs with loops (`with_loops`: bodies of one to six gates, one to three feedback
+    /// slots each, some outputs reading feedback slots, entries needing some loops and not
+    /// others) on native code against the interpreter, chunks small enough to cut a body into
+    /// several or large enough to hold several bodies, at both backends, every sharing and
+    /// both ways of running 64 lanes.
+    #[test]
+    fn native_runs_the_loops_of_random_programs_as_the_interpreter_does(
+        shape in shape(),
+        seed: u64,
+        loops in 1usize..5,
+        chunk_cost in prop_oneof![Just(1usize), 2usize..40, Just(16_384usize)],
+        backend in prop_oneof![Just(Backend::Auto), Just(Backend::Cranelift)],
+        sharing in prop_oneof![
+            Just(Sharing::Auto), Just(Sharing::Separate), Just(Sharing::ViewApart), Just(Sharing::Shared)
+        ],
+        narrow in prop_oneof![Just(Narrow::Auto), Just(Narrow::FromWide)],
+    ) {
+        let program = with_loops(&random_program(&shape, seed), loops, seed);
+        prop_assert!(program.validate().is_ok());
+        let options = Options { backend, sharing, narrow, ..options(chunk_cost) };
+        let result = differential(&program, &options, seed ^ 0x100b);
+        prop_assert!(result.is_ok(), "{}", result.unwrap_err());
+    }
+}
+
+/// `with_loops` makes loops of programs with gates, so that the test above tests something.
+#[test]
+fn random_programs_get_loops() {
+    let mut with = 0;
+    for seed in 0..20 {
+        let program = with_loops(&random_program(&Shape::sized(20, 60), seed), 3, seed);
+        with += usize::from(!program.loops.loops.is_empty());
+    }
+    assert!(with >= 15, "only {with} of 20 programs got loops");
 }
 
 #[test]

@@ -108,6 +108,7 @@ fn synthetic(bases: usize, inputs_per_role: usize, gates: usize, seed: u64) -> P
         views: vec![],
         entry_gates: Default::default(),
         opaque: Default::default(),
+        loops: Default::default(),
     };
     program.compute_entry_gates();
     program

@@ -6,6 +6,7 @@
 //! 64 states; the [`Machine`] implementation runs a single state in lane 0.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use crate::opaque::{Opaque, OpaqueError};
@@ -68,6 +69,56 @@ struct Code {
     steps: Vec<Step>,
     /// Operand literals (`slot << 1 | negated`), already flipped for disjunctions.
     operands: Vec<u32>,
+    /// The loops the entry runs, by position: each repeats a run of `steps`.
+    loops: Vec<CodeLoop>,
+}
+
+/// A loop of the program as an entry's code runs it ([`crate::Loops`]).
+#[derive(Clone, Debug)]
+struct CodeLoop {
+    /// The steps of its body.
+    steps: Range<usize>,
+    /// Each feedback slot with the literal of its next value.
+    pairs: Vec<(u32, u32)>,
+    /// The most rounds to run.
+    max_rounds: usize,
+}
+
+/// The pairs of `lp` as slots and literal bits, for [`feedback_round`].
+pub(crate) fn loop_pairs(program: &Program, lp: &crate::Loop) -> Vec<(u32, u32)> {
+    let first = program.first_feedback_slot() as u32;
+    lp.pairs.iter().map(|&(f, lit)| (first + f, lit.0)).collect()
+}
+
+/// Runs a loop on a value array of `W` words per slot (slot `s` is `words[s * W .. (s + 1) *
+/// W]`): sets the feedback slots of `pairs` to 0, then repeats `round` and copies each pair's
+/// literal into its feedback slot until nothing changed, at most `max_rounds` times.
+/// Returns the number of rounds run.
+pub(crate) fn run_loop<const W: usize>(
+    pairs: &[(u32, u32)],
+    max_rounds: usize,
+    words: &mut [u64],
+    mut round: impl FnMut(&mut [u64]),
+) -> usize {
+    for &(fb, _) in pairs {
+        words[fb as usize * W..(fb as usize + 1) * W].fill(0);
+    }
+    for k in 1..=max_rounds {
+        round(words);
+        let mut changed = 0u64;
+        for &(fb, lit) in pairs {
+            for half in 0..W {
+                let new = words[(lit >> 1) as usize * W + half] ^ neg_mask(lit);
+                let old = &mut words[fb as usize * W + half];
+                changed |= new ^ *old;
+                *old = new;
+            }
+        }
+        if changed == 0 {
+            return k;
+        }
+    }
+    max_rounds
 }
 
 /// Scratch memory for the [`Machine`] methods, so that a call does not allocate a value array.
@@ -159,7 +210,7 @@ impl OpaqueFill {
         }
         let p = program;
         let first = p.first_opaque_slot();
-        words[first * W..p.first_gate_slot() * W].fill(0);
+        words[first * W..p.first_feedback_slot() * W].fill(0);
         let demand: Vec<[u64; W]> = p
             .opaque
             .demand
@@ -370,17 +421,35 @@ impl Interpreter {
 
 /// Runs one compiled gate list on `values`.
 fn run_code(code: &Code, values: &mut [u64]) {
-    {
-        let mut start = 0;
-        for step in &code.steps {
-            let end = step.end as usize;
-            let mut acc = !0u64;
-            for &lit in &code.operands[start..end] {
-                acc &= values[(lit >> 1) as usize] ^ neg_mask(lit);
-            }
-            values[step.out as usize] = acc ^ step.invert;
-            start = end;
+    if code.loops.is_empty() {
+        run_steps(code, 0..code.steps.len(), values);
+        return;
+    }
+    let mut pos = 0;
+    for lp in &code.loops {
+        run_steps(code, pos..lp.steps.start, values);
+        run_loop::<1>(&lp.pairs, lp.max_rounds, values, |v| {
+            run_steps(code, lp.steps.clone(), v)
+        });
+        pos = lp.steps.end;
+    }
+    run_steps(code, pos..code.steps.len(), values);
+}
+
+/// Runs the steps `range` of `code` on `values`.
+fn run_steps(code: &Code, range: Range<usize>, values: &mut [u64]) {
+    let mut start = match range.start {
+        0 => 0,
+        i => code.steps[i - 1].end as usize,
+    };
+    for step in &code.steps[range] {
+        let end = step.end as usize;
+        let mut acc = !0u64;
+        for &lit in &code.operands[start..end] {
+            acc &= values[(lit >> 1) as usize] ^ neg_mask(lit);
         }
+        values[step.out as usize] = acc ^ step.invert;
+        start = end;
     }
 }
 
@@ -485,7 +554,19 @@ pub(crate) fn pack_bits(lits: &[Lit], values: &[u64], lane: u32, out: &mut [u64]
 
 /// Lays out the gates of `entry` for [`Interpreter::run`].
 fn compile_entry(program: &Program, entry: Entry) -> Code {
-    compile_gates(program, program.gates_of(entry))
+    let gates = program.gates_of(entry);
+    let mut code = compile_gates(program, gates);
+    for &l in program.loops_of(entry) {
+        let lp = &program.loops.loops[l as usize];
+        // Validation checked that the entry holds the whole body.
+        let start = gates.partition_point(|&g| g < lp.body.start);
+        code.loops.push(CodeLoop {
+            steps: start..start + lp.body.len(),
+            pairs: loop_pairs(program, lp),
+            max_rounds: lp.max_rounds(),
+        });
+    }
+    code
 }
 
 /// Lays out `gates` (ascending) for [`run_code`].

@@ -33,13 +33,14 @@
 //! The generated code never calls back.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use cranelift_jit::JITModule;
 use cranelift_module::FuncId;
 
-use crate::interp::{neg_mask, normalize_kif, pack_bits, OpaqueFill};
+use crate::interp::{loop_pairs, neg_mask, normalize_kif, pack_bits, run_loop, OpaqueFill};
 use crate::opaque::{Opaque, OpaqueError};
 use crate::program::{Entry, Lit, Program, ProgramError};
 use crate::state::PackedState;
@@ -95,6 +96,20 @@ pub struct EntryChunks {
     /// width halves its lowering time (`doc/native.md`). Every entry must agree, and it needs
     /// `x128`.
     pub x64_from_x128: bool,
+    /// The loops the entry runs ([`crate::Loops`]), those of [`Program::loops_of`] in the
+    /// order the chunks run them: each the positions of its body's chunks in the list of every
+    /// width (the lists of all widths have the same chunks in the same order). The wrapper
+    /// runs those chunks as the loop's rounds, as the interpreter runs the body.
+    pub loops: Vec<ChunkLoop>,
+}
+
+/// A loop as an entry's chunks run it: see [`EntryChunks::loops`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkLoop {
+    /// The loop, an index into `Program::loops.loops`.
+    pub index: u32,
+    /// The chunks of its body: positions in the entry's chunk list of each width.
+    pub chunks: Range<usize>,
 }
 
 /// Why a native call refused its arguments, or native code could not be set up.
@@ -103,6 +118,13 @@ pub enum NativeError {
     /// The program handed to [`Native::from_jit`] is malformed.
     #[error("invalid program: {0}")]
     Program(#[from] ProgramError),
+    /// The chunks of an entry's loops do not match the program's loops of that entry, or lie
+    /// outside its chunk list.
+    #[error("entry {entry:?}: the loops of its chunks do not match the program's")]
+    InconsistentLoops {
+        /// The entry.
+        entry: Entry,
+    },
     /// The entries disagree on which widths they have (or on whether the 64-lane calls run
     /// the 128-lane code, which needs that code).
     #[error("entry {entry:?} disagrees with the others on its widths")]
@@ -286,10 +308,26 @@ impl Lanes {
     }
 }
 
-/// The machine code of one entry: the typed chunk functions of each width.
+/// The machine code of one entry: the typed chunk functions of each width, and its loops.
 #[derive(Debug, Default)]
 struct EntryCode {
     by_width: [Option<Vec<ChunkFn>>; 2],
+    loops: Vec<ChunkLoop>,
+}
+
+/// Whether `loops` are the program's loops of `entry` (in any order: the chunks run loops that
+/// do not read each other in the order the lowering grouped their gates), each a nonempty run
+/// of chunks within the `len` chunks of every width, the runs in order.
+fn loops_match(program: &Program, entry: Entry, loops: &[ChunkLoop], len: usize) -> bool {
+    let mut indices: Vec<u32> = loops.iter().map(|l| l.index).collect();
+    indices.sort_unstable();
+    let mut end = 0;
+    indices == program.loops_of(entry)
+        && loops.iter().all(|l| {
+            let ok = l.chunks.start >= end && l.chunks.start < l.chunks.end && l.chunks.end <= len;
+            end = l.chunks.end;
+            ok
+        })
 }
 
 /// Scratch memory for the [`Machine`] methods, as in the interpreter.
@@ -342,6 +380,8 @@ pub struct Native {
     /// For each role, its moves by normalized action text.
     moves: Vec<HashMap<String, MoveIdx>>,
     scratch: Mutex<Scratch>,
+    /// For each loop of the program, its pairs as the interpreter runs them and its most rounds.
+    loop_pairs: Vec<(Vec<(u32, u32)>, usize)>,
     /// The code's owner. Only [`Drop`] touches it: the code must outlive every pointer in `code`.
     /// Boxed because the module is large and a `Native` is moved around by value.
     module: Mutex<Option<Box<JITModule>>>,
@@ -419,8 +459,23 @@ impl Native {
                     c.x128.is_some() != has_x128
                         || c.x64_from_x128 != x64_from_x128
                         || (x64_from_x128 && (!has_x128 || !c.x64.is_empty()))
+                        || (has_x128 && !x64_from_x128 && c.x128.as_ref().map_or(0, Vec::len) != c.x64.len())
                 })
-                .map(|entry| NativeError::InconsistentWidths { entry }),
+                .map(|entry| NativeError::InconsistentWidths { entry })
+                .or_else(|| {
+                    Entry::ALL
+                        .into_iter()
+                        .find(|e| {
+                            let c = &chunks[e.index()];
+                            let len = if x64_from_x128 {
+                                c.x128.as_ref().map_or(0, Vec::len)
+                            } else {
+                                c.x64.len()
+                            };
+                            !loops_match(&program, *e, &c.loops, len)
+                        })
+                        .map(|entry| NativeError::InconsistentLoops { entry })
+                }),
         };
         if let Some(refusal) = refusal {
             // SAFETY: no pointer to the module's code has been taken yet, so freeing it cannot
@@ -441,7 +496,14 @@ impl Native {
                 (!x64_from_x128).then(|| c.x64.iter().map(cast).collect()),
                 c.x128.as_ref().map(|ids| ids.iter().map(cast).collect()),
             ],
+            loops: c.loops.clone(),
         });
+        let loop_pairs = program
+            .loops
+            .loops
+            .iter()
+            .map(|l| (loop_pairs(&program, l), l.max_rounds()))
+            .collect();
         let layout = &program.layout;
         let mut moves = vec![HashMap::new(); layout.roles.len()];
         for (i, (role, action)) in layout.inputs.iter().enumerate() {
@@ -466,6 +528,7 @@ impl Native {
             opaque_error: Mutex::new(None),
             moves,
             scratch,
+            loop_pairs,
             module: Mutex::new(Some(Box::new(module))),
         })
     }
@@ -537,7 +600,7 @@ impl Native {
         values[Program::FALSE_SLOT as usize] = 0;
         values[Program::TRUE_SLOT as usize] = !0;
         let filled = self.fill::<1>(entry, values, [active]);
-        self.call_x64(entry, values);
+        self.call_x64(entry, &mut values[..needed]);
         Ok(filled?)
     }
 
@@ -546,7 +609,7 @@ impl Native {
     /// copied back when the 64-lane calls are served that way.
     fn call_x64(&self, entry: Entry, values: &mut [u64]) {
         if !self.x64_from_x128 {
-            self.call(entry, Width::X64, values.as_mut_ptr());
+            self.call(entry, Width::X64, values);
             return;
         }
         let slots = self.program.num_slots();
@@ -564,12 +627,17 @@ impl Native {
             *w = Wide([v, 0]);
         }
         // `wide` holds `num_slots` aligned 128-lane values and is borrowed mutably here.
-        self.call(entry, Width::X128, wide.as_mut_ptr().cast::<u64>());
+        self.call(entry, Width::X128, wide_words_mut(wide));
         for lit in self.program.outputs(entry) {
             let slot = lit.slot() as usize;
             if slot >= leaves {
                 values[slot] = wide[slot].0[0];
             }
+        }
+        // The loops leave their feedback slots at the fixpoint, as the interpreter does.
+        let feedback = self.program.first_feedback_slot()..leaves;
+        for (v, w) in values[feedback.clone()].iter_mut().zip(&wide[feedback]) {
+            *v = w.0[0];
         }
     }
 
@@ -624,27 +692,48 @@ impl Native {
                 values[Program::FALSE_SLOT as usize] = Wide([0, 0]);
                 values[Program::TRUE_SLOT as usize] = Wide([!0, !0]);
                 let active = [active as u64, (active >> 64) as u64];
-                let filled = self.fill::<2>(entry, wide_words_mut(values), active);
-                self.call(entry, Width::X128, values.as_mut_ptr().cast::<u64>());
+                let words = wide_words_mut(&mut values[..needed]);
+                let filled = self.fill::<2>(entry, words, active);
+                self.call(entry, Width::X128, words);
                 Ok(filled?)
             }
         }
     }
 
-    /// Calls the chunks of `entry` at `width` on `values`. Every caller has checked that
-    /// `values` points to at least `num_slots` lane values of `width`, aligned for it, and
-    /// borrowed mutably for the duration of the call; a width without code runs nothing.
-    fn call(&self, entry: Entry, width: Width, values: *mut u64) {
-        let Some(chunks) = &self.code[entry.index()].by_width[width.index()] else {
+    /// Calls the chunks of `entry` at `width` on `words`, running the entry's loops as their
+    /// chunks' rounds. Every caller has checked that `words` holds exactly `num_slots` lane
+    /// values of `width` (as `u64` words, two per value at 128 lanes), aligned for it; a width
+    /// without code runs nothing.
+    fn call(&self, entry: Entry, width: Width, words: &mut [u64]) {
+        let code = &self.code[entry.index()];
+        let Some(chunks) = &code.by_width[width.index()] else {
             return;
         };
+        let mut at = 0;
+        for lp in &code.loops {
+            // `from_jit` checked that the loops' chunks lie within the list, in order.
+            Self::call_chunks(&chunks[at..lp.chunks.start], words);
+            let body = &chunks[lp.chunks.clone()];
+            let (pairs, rounds) = &self.loop_pairs[lp.index as usize];
+            match width {
+                Width::X64 => run_loop::<1>(pairs, *rounds, words, |w| Self::call_chunks(body, w)),
+                Width::X128 => run_loop::<2>(pairs, *rounds, words, |w| Self::call_chunks(body, w)),
+            };
+            at = lp.chunks.end;
+        }
+        Self::call_chunks(&chunks[at..], words);
+    }
+
+    /// Calls `chunks` in order on `words`, which [`Native::call`]'s callers checked.
+    fn call_chunks(chunks: &[ChunkFn], words: &mut [u64]) {
         for chunk in chunks {
             // SAFETY: `chunk` came from `from_jit`, whose contract says it touches only the
-            // `num_slots` lane values of `width` behind its argument, needs 16-byte alignment
-            // at most, and returns. The callers checked the length and alignment of the array
-            // `values` points to and hold it mutably borrowed, so nothing else reads or writes
-            // it during the call; the code is alive because `self` owns the module.
-            unsafe { chunk(values) };
+            // `num_slots` lane values of its width behind its argument, needs 16-byte
+            // alignment at most, and returns. Every caller of `call` checked that `words` is
+            // exactly those values, aligned for the width, and it is borrowed mutably here,
+            // so nothing else reads or writes it during the call; the code is alive because
+            // `self` owns the module.
+            unsafe { chunk(words.as_mut_ptr()) };
         }
     }
 

@@ -12,7 +12,9 @@
 //! - `2+B .. 2+B+I`: the input propositions, in input order;
 //! - `2+B+I .. 2+B+I+O`: the opaque atoms ([`OpaqueSlots`]), values computed outside the program
 //!   by an evaluator the executor is given (`doc/opaque.md`); none in most games;
-//! - `2+B+I+O+g`: the output of gate `g`, gates in topological order (a gate reads only slots
+//! - `2+B+I+O .. 2+B+I+O+F`: the feedback slots of the loops ([`Loops`]): a recursive
+//!   component's atoms as the previous round of its loop computed them; none in most games;
+//! - `2+B+I+O+F+g`: the output of gate `g`, gates in topological order (a gate reads only slots
 //!   below its own).
 //!
 //! Gate operands and outputs are [`Lit`]s: a slot, possibly negated, so negation costs no gate.
@@ -180,6 +182,8 @@ pub enum Slot {
     Input(u32),
     /// Opaque atom `i`, filled by an evaluator outside the program.
     Opaque(u32),
+    /// Feedback slot `i` of the loops.
+    Feedback(u32),
     /// The output of gate `g`.
     Gate(u32),
     /// A slot beyond the value array.
@@ -193,6 +197,7 @@ impl fmt::Display for Slot {
             Slot::Base(i) => write!(f, "base {i}"),
             Slot::Input(i) => write!(f, "input {i}"),
             Slot::Opaque(i) => write!(f, "opaque {i}"),
+            Slot::Feedback(i) => write!(f, "feedback {i}"),
             Slot::Gate(g) => write!(f, "gate {g}"),
             Slot::OutOfRange => write!(f, "out of range"),
         }
@@ -245,6 +250,49 @@ pub struct OpaqueSlots {
     pub demand_gates: Vec<u32>,
 }
 
+/// One loop: a recursive component of views evaluated until it stops changing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Loop {
+    /// The gates of one round, consecutive and at least one: they read the loop's feedback slots (and slots
+    /// below `body.start`), and every gate that reads the loop's feedback slots is in the body
+    /// or after it.
+    pub body: Range<u32>,
+    /// The loop's feedback slots, each (an index into the feedback slots, counted from
+    /// [`Program::first_feedback_slot`]) with the literal that computes its next value in a
+    /// round: a slot below the gate slot of `body.end`.
+    pub pairs: Vec<(u32, Lit)>,
+}
+
+/// The loops of a program (`doc/propnet.md`, "Recursion as loops"); empty for most games.
+///
+/// An executor runs loop `l` of an entry just before the entry's first gate at or above
+/// `loops[l].body.start` (after its last gate if there is none): it sets the loop's feedback
+/// slots to 0, then repeats a round (compute the body's gates in order; note whether some
+/// pair's literal differs from its feedback slot in some lane; copy each pair's literal into
+/// its feedback slot) until a round changes nothing, or `pairs.len() + 1` rounds ran. The
+/// component is monotone, so in each lane this reaches the least fixpoint within `pairs.len()`
+/// rounds, and a lane that has reached it keeps its values in further rounds: lanes do not
+/// affect each other. After the loop the feedback slots equal their literals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Loops {
+    /// The number of feedback slots.
+    pub slots: u32,
+    /// The loops, by ascending `body.start` (ties by the order of their bodies' ends); their
+    /// bodies do not overlap and their feedback slots partition the feedback slots.
+    pub loops: Vec<Loop>,
+    /// For each entry, in the order of [`Entry::ALL`], the loops it runs, ascending; an entry
+    /// that runs a loop has every gate of its body in its gate list.
+    pub entry_loops: [Vec<u32>; 5],
+}
+
+impl Loop {
+    /// The most rounds an executor runs: one more than the rounds that can change anything.
+    #[inline]
+    pub fn max_rounds(&self) -> usize {
+        self.pairs.len() + 1
+    }
+}
+
 /// A topologically ordered netlist with its layout: the contract between the compiler and every
 /// executor.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -271,6 +319,8 @@ pub struct Program {
     pub entry_gates: [Vec<u32>; 5],
     /// The opaque atoms and their demand; empty unless the game has an opaque relation.
     pub opaque: OpaqueSlots,
+    /// The loops of recursive components; empty unless the game has recursion built as loops.
+    pub loops: Loops,
 }
 
 /// The most slots a program may have: a [`Lit`] keeps the slot in 31 bits.
@@ -438,6 +488,9 @@ pub enum ProgramError {
         /// How many opaque atoms.
         atoms: usize,
     },
+    /// The loops are malformed.
+    #[error("the loops: {0}")]
+    Loops(String),
     /// The demand of the opaque atoms is malformed.
     #[error("the demand of the opaque atoms: {0}")]
     Demand(String),
@@ -511,7 +564,7 @@ impl Program {
         if self.opaque.names.is_empty() {
             return false;
         }
-        let range = self.first_opaque_slot() as u32..self.first_gate_slot() as u32;
+        let range = self.first_opaque_slot() as u32..self.first_feedback_slot() as u32;
         self.outputs(entry).iter().any(|l| range.contains(&l.slot()))
             || self.gates_of(entry).iter().any(|&g| {
                 self.gate_operands(g as usize)
@@ -521,8 +574,8 @@ impl Program {
             })
     }
 
-    /// The length of the value array: two constants, the bases, the inputs, the opaque atoms
-    /// and the gates.
+    /// The length of the value array: two constants, the bases, the inputs, the opaque atoms,
+    /// the feedback slots and the gates.
     #[inline]
     pub fn num_slots(&self) -> usize {
         self.first_gate_slot() + self.gates.len()
@@ -534,10 +587,28 @@ impl Program {
         2 + self.num_bases()
     }
 
+    /// The slot of the first feedback slot, right after the opaque atoms.
+    #[inline]
+    pub fn first_feedback_slot(&self) -> usize {
+        2 + self.num_bases() + self.num_inputs() + self.num_opaque()
+    }
+
+    /// The number of feedback slots of the loops.
+    #[inline]
+    pub fn num_feedback(&self) -> usize {
+        self.loops.slots as usize
+    }
+
     /// The slot of gate 0.
     #[inline]
     pub fn first_gate_slot(&self) -> usize {
-        2 + self.num_bases() + self.num_inputs() + self.num_opaque()
+        self.first_feedback_slot() + self.num_feedback()
+    }
+
+    /// The loops `entry` runs, ascending.
+    #[inline]
+    pub fn loops_of(&self, entry: Entry) -> &[u32] {
+        &self.loops.entry_loops[entry.index()]
     }
 
     /// The slot of base `i`. Meaningful for `i < num_bases()` of a program with at most
@@ -568,8 +639,10 @@ impl Program {
             Slot::Base(slot - 2)
         } else if s < self.first_opaque_slot() {
             Slot::Input((s - self.first_input_slot()) as u32)
-        } else if s < self.first_gate_slot() {
+        } else if s < self.first_feedback_slot() {
             Slot::Opaque((s - self.first_opaque_slot()) as u32)
+        } else if s < self.first_gate_slot() {
+            Slot::Feedback((s - self.first_feedback_slot()) as u32)
         } else if s < self.num_slots() {
             Slot::Gate((s - self.first_gate_slot()) as u32)
         } else {
@@ -611,42 +684,142 @@ impl Program {
 
     /// Which gates `lits` read, directly or through other gates.
     fn needed_by(&self, lits: &[Lit]) -> Vec<bool> {
+        self.needed_with_loops(lits).0
+    }
+
+    /// Which gates and which loops `lits` read, directly or through other gates and loops: a
+    /// loop is needed when a needed literal reads one of its feedback slots or a gate of its
+    /// body, and then its whole body and its pairs' literals are needed. Slots out of range are
+    /// skipped, so this never panics; [`Program::validate`] reports them.
+    fn needed_with_loops(&self, lits: &[Lit]) -> (Vec<bool>, Vec<bool>) {
         let first = self.first_gate_slot();
         let count = self.gates.len();
         let mut needed = vec![false; count];
-        for lit in lits {
-            if let Some(g) = (lit.slot() as usize).checked_sub(first) {
-                if g < count {
-                    needed[g] = true;
+        if self.loops.loops.is_empty() {
+            // The sweep without loops, as it was before them: nearly every program.
+            for lit in lits {
+                if let Some(g) = (lit.slot() as usize).checked_sub(first) {
+                    if g < count {
+                        needed[g] = true;
+                    }
                 }
             }
+            for g in (0..count).rev() {
+                if !needed[g] {
+                    continue;
+                }
+                for lit in self.gate_operands(g).unwrap_or(&[]) {
+                    if let Some(h) = (lit.slot() as usize).checked_sub(first) {
+                        if h < g {
+                            needed[h] = true;
+                        }
+                    }
+                }
+            }
+            return (needed, Vec::new());
         }
-        // Operands read only lower gates, so one sweep from the top reaches the whole fan-in.
-        for g in (0..count).rev() {
+        let mut loop_needed = vec![false; self.loops.loops.len()];
+        // The loop of each feedback slot and of each body gate.
+        let (fb_loop, gate_loop) = self.loop_maps();
+        let fb_first = self.first_feedback_slot();
+        // The highest gate a newly needed loop made needed, from which the sweep goes on.
+        let mut top = None;
+        let need =
+            |lit: &Lit, needed: &mut Vec<bool>, loop_needed: &mut Vec<bool>, top: &mut Option<usize>| {
+                let s = lit.slot() as usize;
+                let l = if let Some(g) = s.checked_sub(first) {
+                    if g < count {
+                        needed[g] = true;
+                        gate_loop[g]
+                    } else {
+                        u32::MAX
+                    }
+                } else if let Some(f) = s.checked_sub(fb_first) {
+                    fb_loop.get(f).copied().unwrap_or(u32::MAX)
+                } else {
+                    u32::MAX
+                };
+                if l != u32::MAX && !loop_needed[l as usize] {
+                    loop_needed[l as usize] = true;
+                    let lp = &self.loops.loops[l as usize];
+                    let body = lp.body.start as usize..(lp.body.end as usize).min(count);
+                    for g in body.clone() {
+                        needed[g] = true;
+                    }
+                    let mut hi = body.end.checked_sub(1);
+                    for &(_, out) in &lp.pairs {
+                        if let Some(g) = (out.slot() as usize).checked_sub(first) {
+                            if g < count {
+                                needed[g] = true;
+                                hi = hi.max(Some(g));
+                            }
+                        }
+                    }
+                    *top = (*top).max(hi);
+                }
+            };
+        for lit in lits {
+            need(lit, &mut needed, &mut loop_needed, &mut top);
+        }
+        // Operands read only lower gates, so one sweep from the top reaches the whole fan-in;
+        // a loop found needed may make gates above the sweep needed, where it starts again.
+        let mut g = count;
+        loop {
+            if let Some(t) = top.take() {
+                g = g.max(t + 1);
+            }
+            if g == 0 {
+                break;
+            }
+            g -= 1;
             if !needed[g] {
                 continue;
             }
             for lit in self.gate_operands(g).unwrap_or(&[]) {
-                if let Some(h) = (lit.slot() as usize).checked_sub(first) {
-                    if h < g {
-                        needed[h] = true;
-                    }
+                if (lit.slot() as usize) < first + g {
+                    need(lit, &mut needed, &mut loop_needed, &mut top);
                 }
             }
         }
-        needed
+        (needed, loop_needed)
+    }
+
+    /// The loop of each feedback slot and of each gate (`u32::MAX` for none); out-of-range
+    /// items of malformed loops are skipped.
+    fn loop_maps(&self) -> (Vec<u32>, Vec<u32>) {
+        let mut fb_loop = vec![u32::MAX; self.num_feedback()];
+        let mut gate_loop = vec![u32::MAX; self.gates.len()];
+        for (l, lp) in self.loops.loops.iter().enumerate() {
+            for &(f, _) in &lp.pairs {
+                if let Some(x) = fb_loop.get_mut(f as usize) {
+                    *x = l as u32;
+                }
+            }
+            for g in lp.body.clone() {
+                if let Some(x) = gate_loop.get_mut(g as usize) {
+                    *x = l as u32;
+                }
+            }
+        }
+        (fb_loop, gate_loop)
     }
 
     /// Fills [`Program::entry_gates`] with each entry's transitive fan-in, ascending: exactly the
     /// gates its outputs need. The compiler calls it once the gates are ordered.
     pub fn compute_entry_gates(&mut self) {
         for entry in Entry::ALL {
-            let needed = self.needed_gates(entry);
+            let (needed, loops) = self.needed_with_loops(self.outputs(entry));
             self.entry_gates[entry.index()] = needed
                 .iter()
                 .enumerate()
                 .filter(|&(_, &n)| n)
                 .map(|(g, _)| g as u32)
+                .collect();
+            self.loops.entry_loops[entry.index()] = loops
+                .iter()
+                .enumerate()
+                .filter(|&(_, &n)| n)
+                .map(|(l, _)| l as u32)
                 .collect();
         }
         self.opaque.demand_gates = self
@@ -681,10 +854,93 @@ impl Program {
                 }
             }
         }
+        self.validate_loops()?;
         for entry in Entry::ALL {
             self.validate_entry(entry)?;
         }
         self.validate_demand()
+    }
+
+    /// Checks the loops: bodies in range, ascending and disjoint; feedback slots partitioned
+    /// among them; each pair's literal computed by the end of its body; every gate that reads a
+    /// loop's feedback slot in its body or after it; and each entry's loop list exactly the
+    /// loops its outputs need (which, with the entry's gate list checked to be exactly its
+    /// needed gates, holds every body gate of them).
+    fn validate_loops(&self) -> Result<(), ProgramError> {
+        let err = |s: String| Err(ProgramError::Loops(s));
+        let lp = &self.loops;
+        if lp.slots == 0 && lp.loops.is_empty() {
+            return match lp.entry_loops.iter().find(|l| !l.is_empty()) {
+                Some(l) => err(format!("an entry runs loops {l:?} of a program without loops")),
+                None => Ok(()),
+            };
+        }
+        let gates = self.gates.len();
+        let mut owner = vec![u32::MAX; self.num_feedback()];
+        let mut prev_end = 0u32;
+        for (l, x) in lp.loops.iter().enumerate() {
+            if x.body.start >= x.body.end || x.body.end as usize > gates || x.body.start < prev_end {
+                return err(format!(
+                    "loop {l} has body {:?}, empty, not within the gates or overlapping the previous body",
+                    x.body
+                ));
+            }
+            prev_end = x.body.end;
+            if x.pairs.is_empty() {
+                return err(format!("loop {l} has no feedback slot"));
+            }
+            let end_slot = self.first_gate_slot() + x.body.end as usize;
+            for &(f, out) in &x.pairs {
+                match owner.get_mut(f as usize) {
+                    Some(o) if *o == u32::MAX => *o = l as u32,
+                    _ => return err(format!("loop {l} names feedback slot {f}, out of range or taken")),
+                }
+                if out.slot() as usize >= end_slot {
+                    return err(format!(
+                        "loop {l}: the literal of feedback slot {f} reads slot {}, not below the end of its body",
+                        out.slot()
+                    ));
+                }
+            }
+        }
+        if let Some(f) = owner.iter().position(|&o| o == u32::MAX) {
+            return err(format!("feedback slot {f} belongs to no loop"));
+        }
+        let fb_first = self.first_feedback_slot();
+        for g in 0..gates {
+            for lit in self.gate_operands(g).unwrap_or(&[]) {
+                let Some(f) = (lit.slot() as usize).checked_sub(fb_first) else {
+                    continue;
+                };
+                let Some(&l) = owner.get(f) else { continue };
+                let body = &lp.loops[l as usize].body;
+                if (g as u32) < body.start {
+                    return err(format!(
+                        "gate {g} reads feedback slot {f} of loop {l}, before its body {body:?}"
+                    ));
+                }
+            }
+        }
+        for entry in Entry::ALL {
+            let (_, needed) = self.needed_with_loops(self.outputs(entry));
+            let expected: Vec<u32> = (0..needed.len() as u32).filter(|&l| needed[l as usize]).collect();
+            if expected != lp.entry_loops[entry.index()] {
+                return err(format!(
+                    "the loop list of entry {entry:?} is {:?}, but its outputs need {expected:?}",
+                    lp.entry_loops[entry.index()]
+                ));
+            }
+            let list = self.gates_of(entry);
+            for &l in &expected {
+                let body = &lp.loops[l as usize].body;
+                if let Some(g) = body.clone().find(|g| list.binary_search(g).is_err()) {
+                    return err(format!(
+                        "entry {entry:?} runs loop {l} but lacks gate {g} of its body"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks the opaque atoms' demand: one literal per atom, in bounds, its gate list exactly
@@ -713,7 +969,12 @@ impl Program {
                 "the demand's gate list is not exactly the gates its literals need".into(),
             ));
         }
-        let state_only = |lit: &Lit| !matches!(self.slot_kind(lit.slot()), Slot::Input(_) | Slot::Opaque(_));
+        let state_only = |lit: &Lit| {
+            !matches!(
+                self.slot_kind(lit.slot()),
+                Slot::Input(_) | Slot::Opaque(_) | Slot::Feedback(_)
+            )
+        };
         if !o.demand.iter().all(state_only) {
             return Err(ProgramError::Demand(
                 "a demand literal reads an input or opaque slot".into(),

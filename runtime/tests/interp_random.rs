@@ -203,6 +203,7 @@ fn build(spec: &Spec) -> Program {
         views,
         entry_gates: Default::default(),
         opaque: Default::default(),
+        loops: Default::default(),
     };
     program.compute_entry_gates();
     program
@@ -242,7 +243,8 @@ impl Naive<'_> {
             }
             Slot::Base(i) => self.bases[i as usize],
             Slot::Input(i) => self.inputs[i as usize],
-            Slot::Opaque(_) => 0,
+            // These programs have no loops.
+            Slot::Opaque(_) | Slot::Feedback(_) => 0,
             Slot::Gate(g) => {
                 if let Some(v) = self.memo[g as usize] {
                     return v;

@@ -45,6 +45,7 @@ fn the_hand_built_programs_are_valid() {
         views: vec![],
         entry_gates: Default::default(),
         opaque: Default::default(),
+        loops: Default::default(),
     };
     assert_eq!(empty.validate(), Ok(()));
 }
@@ -299,4 +300,84 @@ fn computed_gate_lists_are_exactly_what_outputs_need() {
     assert_eq!(p.validate(), Ok(()));
     p.compute_entry_gates();
     assert_eq!(p.gates_of(Entry::View), needed.as_slice());
+}
+
+/// The counter with one loop: its last gate (`even`, read by the view entry only) reads
+/// feedback slot 0, whose literal is that gate.
+fn looped() -> Program {
+    let mut p = counter();
+    let first_gate = p.first_gate_slot() as u32;
+    let shift = |lit: &mut Lit| {
+        if lit.slot() >= first_gate {
+            *lit = Lit(lit.0 + 2);
+        }
+    };
+    p.operands.iter_mut().for_each(shift);
+    p.legal.iter_mut().for_each(shift);
+    p.goals.iter_mut().for_each(shift);
+    shift(&mut p.terminal);
+    p.next.iter_mut().for_each(shift);
+    p.views.iter_mut().for_each(shift);
+    p.loops.slots = 1;
+    let g = p.gates.len() as u32 - 1;
+    let start = p.gates[g as usize].start as usize;
+    p.operands[start] = Lit::pos(p.first_feedback_slot() as u32);
+    p.loops.loops.push(propjet_runtime::Loop {
+        body: g..g + 1,
+        pairs: vec![(0, Lit::pos(p.gate_slot(g as usize)))],
+    });
+    p.compute_entry_gates();
+    p
+}
+
+fn broken_loop(change: impl FnOnce(&mut Program)) -> ProgramError {
+    let mut p = looped();
+    change(&mut p);
+    let err = p
+        .validate()
+        .expect_err("the change must make the program invalid");
+    assert_eq!(Interpreter::new(p).err(), Some(err.clone()));
+    err
+}
+
+#[test]
+fn loops() {
+    let p = looped();
+    assert_eq!(p.validate(), Ok(()));
+    assert_eq!(p.loops_of(Entry::View), &[0]);
+    assert!(
+        p.loops_of(Entry::Legal).is_empty(),
+        "legal does not read the loop"
+    );
+    assert_eq!(p.slot_kind(p.first_feedback_slot() as u32), Slot::Feedback(0));
+    let is_loops = |e: ProgramError| matches!(e, ProgramError::Loops(_));
+    // A pair's literal computed after the body.
+    assert!(is_loops(broken_loop(
+        |p| p.loops.loops[0].pairs[0].1 = Lit::pos(p.num_slots() as u32)
+    )));
+    // A body that does not hold the gate its pair reads.
+    assert!(is_loops(broken_loop(|p| {
+        p.loops.loops[0].body.start -= 1;
+        p.loops.loops[0].body.end -= 1;
+        p.compute_entry_gates();
+    })));
+    // An empty body.
+    assert!(is_loops(broken_loop(|p| p.loops.loops[0].body.end -= 1)));
+    // A feedback slot that no loop owns.
+    assert!(is_loops(broken_loop(|p| p.loops.slots = 2)));
+    // An entry that does not run a loop it needs.
+    assert!(is_loops(broken_loop(|p| p.loops.entry_loops
+        [Entry::View.index()]
+    .clear())));
+    // A gate before the body that reads the feedback slot.
+    assert!(is_loops(broken_loop(|p| {
+        let start = p.gates[0].start as usize;
+        p.operands[start] = Lit::pos(p.first_feedback_slot() as u32);
+        p.compute_entry_gates();
+    })));
+    // A pair naming a slot twice.
+    assert!(is_loops(broken_loop(|p| {
+        let pair = p.loops.loops[0].pairs[0];
+        p.loops.loops[0].pairs.push(pair);
+    })));
 }

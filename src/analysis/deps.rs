@@ -60,6 +60,8 @@ impl Graph {
                 // An opaque atom is a function of the state that the analysis cannot see into:
                 // taken as an unknown like an input, which only weakens what it proves.
                 Node::Opaque(_) => (Kind::Input, u32::MAX),
+                // So is a feedback leaf of a loop, a function of the state and the moves.
+                Node::Feedback(_) => (Kind::Input, u32::MAX),
                 Node::Input(x) => (Kind::Input, *x),
                 Node::Not(_) => (Kind::Not, 0),
                 Node::And(_) => (Kind::And, 0),
@@ -332,6 +334,8 @@ pub fn reach(net: &Propnet, factor_of_base: &[Option<u32>]) -> Vec<Reach> {
         let r = match *node {
             Node::Base(b) => Reach::Local(factor_of_base[b as usize]),
             Node::Const(_) | Node::Input(_) | Node::Opaque(_) => Reach::Local(None),
+            // A loop's feedback leaf may read any base.
+            Node::Feedback(_) => Reach::Mixed,
             _ => {
                 let mut acc = Reach::Local(None);
                 for op in node.operands() {

@@ -183,7 +183,9 @@ fn move_sets(net: &Propnet, cones: &Cones) -> Vec<Option<Result<MoveSet, String>
                     }
                     acc.ok_or_else(|| "has no move operand".to_string())
                 }
-                Node::Const(_) | Node::Base(_) | Node::Opaque(_) => Err("is not a function of moves".into()),
+                Node::Const(_) | Node::Base(_) | Node::Opaque(_) | Node::Feedback(_) => {
+                    Err("is not a function of moves".into())
+                }
             }
         })();
         out.push(Some(set));
@@ -342,6 +344,9 @@ pub fn factor(
 ) -> Result<Factoring, Vec<Obstacle>> {
     if !net.opaque.is_empty() {
         return Err(vec![Obstacle::Opaque(net.opaque.len())]);
+    }
+    if !net.loops.is_empty() {
+        return Err(vec![Obstacle::Loops(net.loops.len())]);
     }
     if ncomp == 0 {
         return Err(vec![Obstacle::NoActionDependentState]);
@@ -825,6 +830,7 @@ impl Copier<'_> {
                 Node::Base(b) => Node::Base(self.base_index[b]),
                 Node::Input(_) => unreachable!("inputs are move-level"),
                 Node::Opaque(_) => unreachable!("factor refuses nets with opaque atoms"),
+                Node::Feedback(_) => unreachable!("factor refuses nets with loops"),
                 Node::Not(x) => Node::Not(NodeId(self.memo[x.index()])),
                 Node::And(ops) | Node::Or(ops) => {
                     // The move-level operands are replaced as the analysis saw them: combined

@@ -75,6 +75,9 @@ pub enum Obstacle {
     },
     /// The net reads opaque atoms (`doc/opaque.md`), which factoring does not handle.
     Opaque(usize),
+    /// The net has recursion built as loops (`Recursion::Loop`), which factoring does not
+    /// handle.
+    Loops(usize),
     /// A factor could not be built: a bug.
     Internal(String),
 }
@@ -112,6 +115,7 @@ impl std::fmt::Display for Obstacle {
                 write!(f, "the terminal and goal relations exceed {limit} nodes")
             }
             Obstacle::Opaque(n) => write!(f, "the net reads {n} opaque atoms, which factoring does not handle"),
+            Obstacle::Loops(n) => write!(f, "the net has {n} loops, which factoring does not handle"),
             Obstacle::Internal(e) => write!(f, "internal error (a bug): {e}"),
         }
     }

@@ -1125,6 +1125,7 @@ mod tests {
             views: Vec::new(),
             entry_gates: Default::default(),
             opaque: Default::default(),
+            loops: Default::default(),
         };
         program.compute_entry_gates();
         program

@@ -43,8 +43,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Module, ModuleError};
 use propjet_runtime::{
-    Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Opaque, Program, ProgramError,
-    Width,
+    ChunkLoop, Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Opaque, Program,
+    ProgramError, Width,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -299,6 +299,10 @@ pub enum LowerError {
     /// the code is asked for where nothing fills them (the object path, `doc/opaque.md` §6).
     #[error("the program has {0} opaque atoms, which native code reads but cannot compute: {1}")]
     Opaque(usize, &'static str),
+    /// The program has loops (recursion built with `Recursion::Loop`), which the object path
+    /// does not handle: its harness would have to run them.
+    #[error("the program has {0} loops, which the object path does not run")]
+    Loops(usize),
     /// The program does not validate: a bug of whatever built it.
     #[error("invalid program: {0}")]
     Invalid(#[from] ProgramError),
@@ -417,7 +421,9 @@ pub fn lower_with(
         widths,
         options.store_every_gate,
         options.sharing,
-        options.sink && backend == Backend::Cranelift,
+        // A wide gate that folds in gates as they are computed would fold a loop's body in
+        // again every round.
+        options.sink && backend == Backend::Cranelift && program.loops.loops.is_empty(),
     );
     let compiled = compile_parallel(
         &isas,
@@ -621,6 +627,9 @@ struct Job {
     gates: Vec<u32>,
     /// Which of [`Plan::stored`] says which of its gates to store.
     part: usize,
+    /// The loop whose body this job's gates are part of (`u32::MAX`: none). A loop's body is
+    /// chunks of its own, which the runtime calls once per round ([`EntryChunks::loops`]).
+    body_of: u32,
     /// The chunk (numbered over the whole plan) whose gates this job computes at its width:
     /// the jobs of one chunk share its schedule.
     chunk: u32,
@@ -853,6 +862,16 @@ fn layouts(entries: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// The loop whose body holds gate `g` (`u32::MAX`: none).
+fn body_of(program: &Program, g: u32) -> u32 {
+    let loops = &program.loops.loops;
+    let i = loops.partition_point(|l| l.body.end <= g);
+    match loops.get(i) {
+        Some(l) if l.body.contains(&g) => i as u32,
+        _ => u32::MAX,
+    }
+}
+
 /// For each gate, the set of entries that need it (bit `i` for `Entry::ALL[i]`).
 fn needed_by(program: &Program) -> Vec<u8> {
     let mut needed_by = vec![0u8; program.num_gates()];
@@ -959,11 +978,37 @@ impl Part {
         } else {
             FxHashMap::default()
         };
-        let ranges = chunk_ranges_by(&gates, chunk_cost, |g| {
+        let cost = |g: u32| {
             let own = program.gates[g as usize].len as usize + 1;
             let gone = folded.get(&g).map_or(0, |&n| n.saturating_sub(1));
             own - gone + usize::from(self.sink[g as usize] != u32::MAX)
-        });
+        };
+        // Each loop's body is cut apart from the gates around it: every entry that needs one
+        // of its gates needs them all, so the body is one run of the group.
+        let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut bodies: Vec<u32> = Vec::new();
+        let mut at = 0;
+        while at < gates.len() {
+            let l = body_of(program, gates[at]);
+            let end = match l {
+                u32::MAX => {
+                    let next_body = gates[at..]
+                        .iter()
+                        .position(|&g| body_of(program, g) != u32::MAX)
+                        .map_or(gates.len(), |p| at + p);
+                    next_body
+                }
+                l => {
+                    let body = &program.loops.loops[l as usize].body;
+                    at + gates[at..].partition_point(|&g| g < body.end)
+                }
+            };
+            for r in chunk_ranges_by(&gates[at..end], chunk_cost, cost) {
+                ranges.push(at + r.start..at + r.end);
+                bodies.push(l);
+            }
+            at = end;
+        }
         let first = self.chunks;
         for range in &ranges {
             for &g in &gates[range.clone()] {
@@ -978,6 +1023,7 @@ impl Part {
                     width,
                     gates: gates[range.clone()].to_vec(),
                     part: self.index,
+                    body_of: bodies[k],
                     chunk: self.first + first + k as u32,
                 });
             }
@@ -998,6 +1044,14 @@ impl Part {
             for g in program.outputs(entry).iter().filter_map(gate_of) {
                 // An output that another part computes is that part's to store.
                 stored[g] |= self.chunk_of[g] != u32::MAX;
+            }
+        }
+        // The runtime compares and copies each loop's pair literals in memory after a round.
+        for lp in &program.loops.loops {
+            for (_, lit) in &lp.pairs {
+                if let Some(g) = gate_of(lit) {
+                    stored[g] |= self.chunk_of[g] != u32::MAX;
+                }
             }
         }
         for (g, &chunk) in self.chunk_of.iter().enumerate() {
@@ -1244,14 +1298,36 @@ fn define(
         for entry in Entry::ALL {
             if job.entries >> entry.index() & 1 == 1 {
                 let c = &mut chunks[entry.index()];
-                match job.width {
-                    Width::X64 => c.x64.push(id),
-                    Width::X128 => c.x128.get_or_insert_with(Vec::new).push(id),
+                let list = match job.width {
+                    Width::X64 => &mut c.x64,
+                    Width::X128 => c.x128.get_or_insert_with(Vec::new),
+                };
+                list.push(id);
+                // Every width has the same chunks in the same order; the loops are noted at
+                // the width whose list is the longest so far, the first planned.
+                if job.width == plan.jobs[0].width {
+                    note_loop(&mut c.loops, list.len() - 1, job.body_of);
                 }
             }
         }
     }
     Ok((chunks, code_bytes))
+}
+
+/// Notes chunk `at` of an entry's list as part of the body of loop `body_of` (`u32::MAX`:
+/// none): a body's chunks follow each other, so a chunk of the loop the last noted range
+/// belongs to extends it.
+pub(super) fn note_loop(loops: &mut Vec<ChunkLoop>, at: usize, body_of: u32) {
+    if body_of == u32::MAX {
+        return;
+    }
+    match loops.last_mut() {
+        Some(last) if last.index == body_of && last.chunks.end == at => last.chunks.end = at + 1,
+        _ => loops.push(ChunkLoop {
+            index: body_of,
+            chunks: at..at + 1,
+        }),
+    }
 }
 
 /// Cranelift's message for a code generation error, with the verifier's findings spelled out.
@@ -1384,6 +1460,7 @@ mod tests {
             views: Vec::new(),
             entry_gates: Default::default(),
             opaque: Default::default(),
+            loops: Default::default(),
         };
         // Gates of 1, 2, 9 and 0 operands: costs 2, 3, 10 and 1.
         for len in [1u32, 2, 9, 0] {
@@ -1438,6 +1515,7 @@ mod tests {
             views,
             entry_gates: Default::default(),
             opaque: Default::default(),
+            loops: Default::default(),
         };
         program.compute_entry_gates();
         program

@@ -127,6 +127,11 @@ pub fn emit(program: &Program, target: &Triple, options: &Options) -> Result<Obj
         )
         .into());
     }
+    // Its harness calls each entry's functions once, in order; a loop would need it to run
+    // the body's functions until nothing changes (compile with `Recursion::Unroll` instead).
+    if !program.loops.loops.is_empty() {
+        return Err(LowerError::Loops(program.loops.loops.len()).into());
+    }
     if program.num_gates() > options.max_gates {
         return Err(LowerError::TooLarge {
             gates: program.num_gates(),

@@ -42,6 +42,7 @@ pub fn to_dot(net: &Propnet) -> Option<String> {
                 )
             }
             Node::Opaque(x) => ("box", net.opaque[*x as usize].clone(), "purple"),
+            Node::Feedback(x) => ("box", format!("feedback {x}"), "orange"),
             Node::And(_) => ("invtriangle", "and".into(), "black"),
             Node::Or(_) => ("ellipse", "or".into(), "black"),
             Node::Not(_) => ("diamond", "not".into(), "black"),

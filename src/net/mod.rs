@@ -16,7 +16,7 @@ mod passes;
 mod signed;
 mod stats;
 
-pub use build::{build, NetLimits};
+pub use build::{build, NetLimits, Recursion};
 pub use demand::add_demand;
 pub use dot::{to_dot, DOT_MAX_NODES};
 pub use order::order;
@@ -25,6 +25,7 @@ pub use stats::NetStats;
 
 use propjet_runtime::RoleIdx;
 use std::fmt;
+use std::ops::Range;
 
 /// A node of a [`Propnet`], numbered in topological order.
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
@@ -60,6 +61,10 @@ pub enum Node {
     /// Opaque atom `i` (an index into [`Propnet::opaque`]): a function of the state computed
     /// outside the net (`doc/opaque.md`). The passes treat it as an unknown, like a base.
     Opaque(u32),
+    /// Feedback leaf `i` (an index into [`Propnet::feedback`]): the previous round's value of
+    /// an atom of a recursive component evaluated as a loop (`doc/propnet.md`, "Recursion as
+    /// loops"). The passes treat it as an unknown, like a base.
+    Feedback(u32),
     /// Conjunction of the operands (true when there are none).
     And(Vec<NodeId>),
     /// Disjunction of the operands (false when there are none).
@@ -74,7 +79,7 @@ impl Node {
         match self {
             Node::And(ops) | Node::Or(ops) => ops,
             Node::Not(x) => std::slice::from_ref(x),
-            Node::Const(_) | Node::Base(_) | Node::Input(_) | Node::Opaque(_) => &[],
+            Node::Const(_) | Node::Base(_) | Node::Input(_) | Node::Opaque(_) | Node::Feedback(_) => &[],
         }
     }
 
@@ -142,6 +147,14 @@ pub struct Propnet {
     /// The demand of each opaque atom (a node over the bases; see [`add_demand`]), or empty
     /// before it is added.
     pub demand: Vec<NodeId>,
+    /// For each feedback leaf `i` ([`Node::Feedback`]), the node that computes its atom in one
+    /// round of its component from the feedback leaves: the loop runs the round until every
+    /// `feedback[i]` equals leaf `i`. Readers outside the component read these nodes. Empty
+    /// when recursion is unrolled ([`Recursion::Unroll`]).
+    pub feedback: Vec<NodeId>,
+    /// The feedback leaves of each loop (one per recursive component), consecutive ranges that
+    /// cover `0..feedback.len()` in order, a component after those it reads.
+    pub loops: Vec<Range<u32>>,
 }
 
 impl Propnet {
@@ -150,7 +163,8 @@ impl Propnet {
         &self.nodes[id.index()]
     }
 
-    /// The nodes every output reads, directly: legal, goal, terminal and next, in that order.
+    /// The nodes every output reads, directly: legal, goal, terminal, next and the loops'
+    /// feedback outputs, in that order.
     pub fn outputs(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.inputs
             .iter()
@@ -158,6 +172,7 @@ impl Propnet {
             .chain(self.goals.iter().map(|g| g.node))
             .chain(std::iter::once(self.terminal))
             .chain(self.bases.iter().map(|b| b.next))
+            .chain(self.feedback.iter().copied())
     }
 
     /// Checks the structural invariants: operands before readers, indices in range. A failure is
@@ -192,6 +207,12 @@ impl Propnet {
                         self.opaque.len()
                     )))
                 }
+                Node::Feedback(x) if x as usize >= self.feedback.len() => {
+                    return Err(NetError::Internal(format!(
+                        "node n{i} is feedback leaf {x} of {}",
+                        self.feedback.len()
+                    )))
+                }
                 _ => {}
             }
         }
@@ -203,6 +224,21 @@ impl Propnet {
         if let Some(id) = out_of_range {
             return Err(NetError::Internal(format!(
                 "an output reads {id}, beyond the {n} nodes"
+            )));
+        }
+        let mut end = 0;
+        for range in &self.loops {
+            if range.start != end || range.end <= range.start {
+                return Err(NetError::Internal(format!(
+                    "loop {range:?} does not start at {end} or is empty"
+                )));
+            }
+            end = range.end;
+        }
+        if end as usize != self.feedback.len() {
+            return Err(NetError::Internal(format!(
+                "the loops cover {end} of {} feedback leaves",
+                self.feedback.len()
             )));
         }
         Ok(())

@@ -2,7 +2,7 @@
 //! together, negations folded into literals, constants into the two constant slots.
 
 use super::{Node, NodeId, Propnet};
-use propjet_runtime::{Gate, Layout, Lit, Op, OpaqueSlots, Program};
+use propjet_runtime::{Gate, Layout, Lit, Loop, Loops, Op, OpaqueSlots, Program};
 use std::ops::Range;
 
 /// Orders `net` into a program. Gates are emitted depth-first from the outputs of the legal,
@@ -10,62 +10,174 @@ use std::ops::Range;
 /// operands it needs and each entry's gates lie mostly in one run.
 pub fn order(net: &Propnet) -> Program {
     let first_opaque_slot = 2 + net.bases.len() as u32 + net.inputs.len() as u32;
-    let first_gate_slot = first_opaque_slot + net.opaque.len() as u32;
+    let first_feedback_slot = first_opaque_slot + net.opaque.len() as u32;
+    let first_gate_slot = first_feedback_slot + net.feedback.len() as u32;
     let mut lits: Vec<Option<Lit>> = vec![None; net.nodes.len()];
     let mut gates: Vec<Gate> = Vec::new();
     let mut operands: Vec<Lit> = Vec::new();
-    let mut stack: Vec<(NodeId, bool)> = Vec::new();
+    let mut stack: Vec<Step> = Vec::new();
 
-    let mut emit = |root: NodeId, lits: &mut Vec<Option<Lit>>| -> Lit {
-        stack.push((root, false));
-        while let Some((id, expanded)) = stack.pop() {
-            if lits[id.index()].is_some() {
+    // The loop of each node: the last loop (in build order, dependencies first) whose
+    // feedback leaves it reads, directly or not. A loop's body is every gate of its own.
+    const NONE: u32 = u32::MAX;
+    let mut loop_of_leaf = vec![NONE; net.feedback.len()];
+    for (l, range) in net.loops.iter().enumerate() {
+        for f in range.clone() {
+            loop_of_leaf[f as usize] = l as u32;
+        }
+    }
+    let mut top = vec![NONE; net.nodes.len()];
+    // Without loops every node's is none (chess: a sweep over 4 million operands saved).
+    let nodes = if net.loops.is_empty() {
+        &[][..]
+    } else {
+        &net.nodes[..]
+    };
+    for (i, node) in nodes.iter().enumerate() {
+        let t = match node {
+            Node::Feedback(f) => loop_of_leaf[*f as usize],
+            _ => node
+                .operands()
+                .iter()
+                .map(|o| top[o.index()])
+                .filter(|&t| t != NONE)
+                .max()
+                .unwrap_or(NONE),
+        };
+        top[i] = t;
+        if let Node::Feedback(f) = node {
+            lits[i] = Some(Lit::pos(first_feedback_slot + f));
+        }
+    }
+    // The body of each loop: the nodes of the loop that its feedback outputs read, in arena
+    // order. Other nodes that read its feedback leaves go after the loop, where the leaves
+    // hold the fixpoint; in the body they would run every round, and they may read inputs
+    // that an entry needing the loop must not read.
+    let mut members: Vec<Vec<NodeId>> = vec![Vec::new(); net.loops.len()];
+    let mut member = vec![false; net.nodes.len()];
+    for (l, range) in net.loops.iter().enumerate() {
+        let mut work: Vec<NodeId> = range.clone().map(|f| net.feedback[f as usize]).collect();
+        while let Some(n) = work.pop() {
+            if top[n.index()] != l as u32
+                || member[n.index()]
+                || matches!(net.nodes[n.index()], Node::Feedback(_))
+            {
                 continue;
             }
-            let node = &net.nodes[id.index()];
-            if !expanded {
-                stack.push((id, true));
-                for &op in node.operands().iter().rev() {
-                    if lits[op.index()].is_none() {
-                        stack.push((op, false));
+            member[n.index()] = true;
+            members[l].push(n);
+            work.extend(net.nodes[n.index()].operands().iter().copied());
+        }
+        members[l].sort_unstable();
+    }
+    // What each loop reads from outside its body: operands of its gates and its feedback
+    // outputs that belong to no loop or an earlier one.
+    let externals: Vec<Vec<NodeId>> = (0..net.loops.len())
+        .map(|l| {
+            let mut out: Vec<NodeId> = members[l]
+                .iter()
+                .flat_map(|&m| net.nodes[m.index()].operands().iter().copied())
+                .chain(net.loops[l].clone().map(|f| net.feedback[f as usize]))
+                .filter(|o| top[o.index()] != l as u32)
+                .collect();
+            out.sort_unstable();
+            out.dedup();
+            out
+        })
+        .collect();
+    let mut loops: Vec<Loop> = Vec::new();
+    let mut loop_done = vec![false; net.loops.len()];
+
+    let mut emit = |root: Step, lits: &mut Vec<Option<Lit>>| {
+        stack.push(root);
+        while let Some(step) = stack.pop() {
+            let id = match step {
+                Step::Loop(l) => {
+                    if loop_done[l as usize] {
+                        continue;
+                    }
+                    loop_done[l as usize] = true;
+                    let start = gates.len() as u32;
+                    for &m in &members[l as usize] {
+                        let lit = lit_of(net, m, lits, &mut gates, &mut operands, first_gate_slot);
+                        lits[m.index()] = Some(lit);
+                    }
+                    let mut pairs: Vec<(u32, Lit)> = net.loops[l as usize]
+                        .clone()
+                        .map(|f| {
+                            let out = net.feedback[f as usize];
+                            (f, lits[out.index()].expect("a loop's output is emitted with it"))
+                        })
+                        .collect();
+                    if gates.len() as u32 == start {
+                        // Every output is a leaf or a gate before the loop (`p :- q`, `q :- p`
+                        // alone): a gate of one operand per output makes the body, which every
+                        // executor can then treat alike.
+                        for pair in &mut pairs {
+                            let start = operands.len() as u32;
+                            operands.push(pair.1);
+                            gates.push(Gate {
+                                op: Op::Or,
+                                start,
+                                len: 1,
+                            });
+                            pair.1 = Lit::pos(first_gate_slot + gates.len() as u32 - 1);
+                        }
+                    }
+                    loops.push(Loop {
+                        body: start..gates.len() as u32,
+                        pairs,
+                    });
+                    continue;
+                }
+                Step::Visit(id) => id,
+                Step::Emit(id) => {
+                    if lits[id.index()].is_none() {
+                        let lit = lit_of(net, id, lits, &mut gates, &mut operands, first_gate_slot);
+                        lits[id.index()] = Some(lit);
+                    }
+                    continue;
+                }
+            };
+            let t = top[id.index()];
+            if t != NONE && !loop_done[t as usize] {
+                // A node that reads a loop's feedback leaves (or is one) comes after the loop,
+                // and the loop after what it reads from outside.
+                stack.push(Step::Visit(id));
+                stack.push(Step::Loop(t));
+                for &o in externals[t as usize].iter().rev() {
+                    if lits[o.index()].is_none() || top[o.index()] != NONE {
+                        stack.push(Step::Visit(o));
                     }
                 }
                 continue;
             }
-            let lit = match node {
-                Node::Const(false) => Lit::FALSE,
-                Node::Const(true) => Lit::TRUE,
-                Node::Base(b) => Lit::pos(2 + b),
-                Node::Input(i) => Lit::pos(2 + net.bases.len() as u32 + i),
-                Node::Opaque(i) => Lit::pos(first_opaque_slot + i),
-                Node::Not(x) => lits[x.index()].expect("operand emitted").negate(),
-                Node::And(ops) | Node::Or(ops) => {
-                    let start = operands.len() as u32;
-                    operands.extend(ops.iter().map(|o| lits[o.index()].expect("operand emitted")));
-                    let op = if matches!(node, Node::And(_)) {
-                        Op::And
-                    } else {
-                        Op::Or
-                    };
-                    gates.push(Gate {
-                        op,
-                        start,
-                        len: ops.len() as u32,
-                    });
-                    Lit::pos(first_gate_slot + gates.len() as u32 - 1)
+            if lits[id.index()].is_some() {
+                continue;
+            }
+            stack.push(Step::Emit(id));
+            for &op in net.nodes[id.index()].operands().iter().rev() {
+                if lits[op.index()].is_none() || top[op.index()] != NONE {
+                    stack.push(Step::Visit(op));
                 }
-            };
-            lits[id.index()] = Some(lit);
+            }
         }
+    };
+    let mut emit_lit = |root: NodeId, lits: &mut Vec<Option<Lit>>| -> Lit {
+        emit(Step::Visit(root), lits);
         lits[root.index()].expect("root emitted")
     };
 
-    let legal: Vec<Lit> = net.inputs.iter().map(|i| emit(i.legal, &mut lits)).collect();
-    let terminal = emit(net.terminal, &mut lits);
-    let goals: Vec<Lit> = net.goals.iter().map(|g| emit(g.node, &mut lits)).collect();
-    let next: Vec<Lit> = net.bases.iter().map(|b| emit(b.next, &mut lits)).collect();
-    let views: Vec<Lit> = net.views.iter().map(|(_, v)| emit(*v, &mut lits)).collect();
-    let demand: Vec<Lit> = net.demand.iter().map(|&d| emit(d, &mut lits)).collect();
+    let legal: Vec<Lit> = net.inputs.iter().map(|i| emit_lit(i.legal, &mut lits)).collect();
+    let terminal = emit_lit(net.terminal, &mut lits);
+    let goals: Vec<Lit> = net.goals.iter().map(|g| emit_lit(g.node, &mut lits)).collect();
+    let next: Vec<Lit> = net.bases.iter().map(|b| emit_lit(b.next, &mut lits)).collect();
+    let views: Vec<Lit> = net.views.iter().map(|(_, v)| emit_lit(*v, &mut lits)).collect();
+    let demand: Vec<Lit> = net.demand.iter().map(|&d| emit_lit(d, &mut lits)).collect();
+    // Loops that no output needs still own their feedback slots.
+    for l in 0..net.loops.len() {
+        emit(Step::Loop(l as u32), &mut lits);
+    }
 
     let mut role_inputs: Vec<Range<u32>> = vec![0..0; net.roles.len()];
     for (r, range) in role_inputs.iter_mut().enumerate() {
@@ -104,7 +216,60 @@ pub fn order(net: &Propnet) -> Program {
             demand,
             demand_gates: Vec::new(),
         },
+        loops: Loops {
+            slots: net.feedback.len() as u32,
+            loops,
+            entry_loops: Default::default(),
+        },
     };
     program.compute_entry_gates();
     program
+}
+
+/// A step of the depth-first emission.
+#[derive(Copy, Clone)]
+enum Step {
+    /// Emit what the node reads, then the node.
+    Visit(NodeId),
+    /// Emit the node; its operands are emitted.
+    Emit(NodeId),
+    /// Emit the body of loop `l`; what it reads from outside is emitted.
+    Loop(u32),
+}
+
+/// The literal of node `id` of `net`, whose operands have literals, writing a gate for an and
+/// or an or.
+fn lit_of(
+    net: &Propnet,
+    id: NodeId,
+    lits: &[Option<Lit>],
+    gates: &mut Vec<Gate>,
+    operands: &mut Vec<Lit>,
+    first_gate_slot: u32,
+) -> Lit {
+    let node = &net.nodes[id.index()];
+    match node {
+        Node::Const(false) => Lit::FALSE,
+        Node::Const(true) => Lit::TRUE,
+        Node::Base(b) => Lit::pos(2 + b),
+        Node::Input(i) => Lit::pos(2 + net.bases.len() as u32 + i),
+        Node::Opaque(i) => Lit::pos(2 + (net.bases.len() + net.inputs.len()) as u32 + i),
+        Node::Feedback(f) => Lit::pos(first_gate_slot - net.feedback.len() as u32 + f),
+        Node::Not(x) => lits[x.index()].expect("operand emitted").negate(),
+        Node::And(ops) | Node::Or(ops) => {
+            let start = operands.len() as u32;
+            operands.extend(ops.iter().map(|o| lits[o.index()].expect("operand emitted")));
+            let op = if matches!(node, Node::And(_)) {
+                Op::And
+            } else {
+                Op::Or
+            };
+            gates.push(Gate {
+                op,
+                start,
+                len: ops.len() as u32,
+            });
+            Lit::pos(first_gate_slot + gates.len() as u32 - 1)
+        }
+    }
 }

@@ -622,10 +622,15 @@ fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>)
         terminal,
         views,
         opaque,
+        mut feedback,
+        loops,
         ..
     } = old;
     for b in &mut bases {
         b.next = must(b.next);
+    }
+    for f in &mut feedback {
+        *f = must(*f);
     }
     for i in &mut inputs {
         i.legal = must(i.legal);
@@ -648,6 +653,8 @@ fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>)
         opaque,
         // The demand is added after the passes (`add_demand`).
         demand: Vec::new(),
+        feedback,
+        loops,
     }
 }
 

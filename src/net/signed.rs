@@ -503,6 +503,8 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         goals,
         views,
         opaque,
+        mut feedback,
+        loops,
         ..
     } = old;
     for i in &mut inputs {
@@ -518,6 +520,9 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
     let terminal = out.next().expect("the terminal output");
     for b in &mut bases {
         b.next = out.next().expect("a next output");
+    }
+    for f in &mut feedback {
+        *f = out.next().expect("a feedback output");
     }
     // A view keeps its name where its value is still a node; one that only a `not` nobody
     // else reads would compute loses its name rather than add a gate.
@@ -551,6 +556,8 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         opaque,
         // The demand is added after the passes (`add_demand`).
         demand: Vec::new(),
+        feedback,
+        loops,
     }
 }
 

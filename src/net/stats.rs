@@ -80,7 +80,7 @@ impl NetStats {
         for node in &net.nodes {
             match node {
                 Node::Const(_) => s.constants += 1,
-                Node::Base(_) | Node::Input(_) => {}
+                Node::Base(_) | Node::Input(_) | Node::Feedback(_) => {}
                 Node::Opaque(_) => s.opaque += 1,
                 Node::And(ops) => {
                     s.ands += 1;

@@ -115,7 +115,10 @@ fn a_cycle_through_negation_is_an_error_naming_it() {
 
 #[test]
 fn the_node_limit_is_reported() {
-    let limits = NetLimits { max_nodes: 5 };
+    let limits = NetLimits {
+        max_nodes: 5,
+        ..NetLimits::default()
+    };
     match build(&toy(), &limits) {
         Err(NetError::Limit { limit, .. }) => assert_eq!(limit, "max_nodes"),
         other => panic!("expected a limit error, got {other:?}"),
@@ -187,8 +190,8 @@ fn value(net: &Propnet, id: NodeId, state: u32) -> bool {
         Node::Const(c) => *c,
         Node::Base(b) => state >> b & 1 == 1,
         Node::Input(i) => state >> (net.bases.len() + *i as usize) & 1 == 1,
-        // These nets have no opaque atoms.
-        Node::Opaque(_) => false,
+        // These nets have no opaque atoms and no loops.
+        Node::Opaque(_) | Node::Feedback(_) => false,
         Node::And(ops) => ops.iter().all(|&o| value(net, o, state)),
         Node::Or(ops) => ops.iter().any(|&o| value(net, o, state)),
         Node::Not(x) => !value(net, *x, state),

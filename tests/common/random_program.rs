@@ -233,6 +233,7 @@ pub fn random_program(shape: &Shape, seed: u64) -> Program {
         views,
         entry_gates: Default::default(),
         opaque: Default::default(),
+        loops: Default::default(),
     };
     program.compute_entry_gates();
     program
@@ -366,4 +367,106 @@ fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// `program` (without loops or opaque atoms) with up to `loops` loops ([`propjet_runtime::Loops`]) made
+/// of runs of its gates: each body reads its own feedback slots and its own gates only
+/// positively (so the loop is monotone and every lane reaches its fixpoint), and may read
+/// earlier loops' feedback slots with either sign; each feedback slot's literal is a gate of
+/// the body. A run whose loop would make legal, terminal or goals read an input is skipped, so
+/// the result may have fewer loops (none for a program of no gates).
+#[allow(dead_code)]
+pub fn with_loops(program: &Program, loops: usize, seed: u64) -> Program {
+    let mut rng = Rng::new(seed);
+    let gates = program.gates.len() as u32;
+    for _attempt in 0..8 {
+        // Runs of gates, ascending and disjoint, with one to three feedback slots each.
+        let mut bodies: Vec<(std::ops::Range<u32>, u32)> = Vec::new();
+        let mut at = 0u32;
+        for _ in 0..loops {
+            if at >= gates {
+                break;
+            }
+            let start = at + rng.below((gates - at).min(8));
+            let len = 1 + rng.below((gates - start).min(6));
+            bodies.push((start..start + len, 1 + rng.below(3)));
+            at = start + len;
+        }
+        if bodies.is_empty() {
+            return program.clone();
+        }
+        let slots: u32 = bodies.iter().map(|b| b.1).sum();
+        let mut p = program.clone();
+        let first_gate = program.first_gate_slot() as u32;
+        let shift = |lit: Lit| {
+            if lit.slot() >= first_gate {
+                Lit(lit.0 + (slots << 1))
+            } else {
+                lit
+            }
+        };
+        for lit in p
+            .operands
+            .iter_mut()
+            .chain(&mut p.legal)
+            .chain(&mut p.goals)
+            .chain(std::iter::once(&mut p.terminal))
+            .chain(&mut p.next)
+            .chain(&mut p.views)
+        {
+            *lit = shift(*lit);
+        }
+        p.loops.slots = slots;
+        let first_fb = p.first_feedback_slot() as u32;
+        let new_first_gate = first_gate + slots;
+        let mut next_fb = 0u32;
+        let mut earlier_fb: Vec<u32> = Vec::new();
+        for (body, k) in &bodies {
+            let own: Vec<u32> = (next_fb..next_fb + k).collect();
+            next_fb += k;
+            let body_slots = new_first_gate + body.start..new_first_gate + body.end;
+            for g in body.clone() {
+                let gate = p.gates[g as usize];
+                for lit in &mut p.operands[gate.start as usize..(gate.start + gate.len) as usize] {
+                    if body_slots.contains(&lit.slot()) {
+                        *lit = Lit::pos(lit.slot());
+                    } else if rng.below(3) == 0 {
+                        *lit = Lit::pos(first_fb + own[rng.below(*k) as usize]);
+                    } else if !earlier_fb.is_empty() && rng.below(6) == 0 {
+                        let f = earlier_fb[rng.below(earlier_fb.len() as u32) as usize];
+                        *lit = if rng.below(2) == 0 {
+                            Lit::pos(first_fb + f)
+                        } else {
+                            Lit::neg(first_fb + f)
+                        };
+                    }
+                }
+            }
+            let pairs = own
+                .iter()
+                .map(|&f| {
+                    (
+                        f,
+                        Lit::pos(new_first_gate + body.start + rng.below(body.len() as u32)),
+                    )
+                })
+                .collect();
+            p.loops.loops.push(propjet_runtime::Loop {
+                body: body.clone(),
+                pairs,
+            });
+            earlier_fb.extend(own);
+        }
+        // Some outputs read a feedback slot directly.
+        for lit in p.views.iter_mut().chain(&mut p.next) {
+            if rng.below(8) == 0 {
+                *lit = Lit::pos(first_fb + rng.below(slots));
+            }
+        }
+        p.compute_entry_gates();
+        if p.validate().is_ok() {
+            return p;
+        }
+    }
+    program.clone()
 }

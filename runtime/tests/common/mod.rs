@@ -105,6 +105,7 @@ impl Builder {
             views: outputs.views.into_iter().map(|(_, l)| l).collect(),
             entry_gates: Default::default(),
             opaque: Default::default(),
+            loops: Default::default(),
         };
         program.compute_entry_gates();
         program
