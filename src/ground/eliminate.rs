@@ -162,7 +162,7 @@ pub(crate) fn split_rules<'a>(
                     var_names: conj.var_names.clone(),
                     magic: false,
                 };
-                renumber(&mut rule, false);
+                rule.renumber(false);
                 let mut key = key_of(&rule);
                 key.push(15);
                 let (rel, sym) = match known.get(&key) {
@@ -204,7 +204,7 @@ pub(crate) fn split_rules<'a>(
                 var_names: conj.var_names.clone(),
                 magic: false,
             };
-            renumber(&mut rule, false);
+            rule.renumber(false);
             let key = key_of(&rule);
             let (rel, sym) = match known.get(&key) {
                 Some(&found) => found,
@@ -239,7 +239,7 @@ pub(crate) fn split_rules<'a>(
                 Src::Aux(k) => Item::Pos(aux_lits[k].clone()),
             })
             .collect();
-        renumber(conj, true);
+        conj.renumber(true);
     }
     out
 }
@@ -594,50 +594,6 @@ fn key_of(rule: &Conj) -> Vec<u32> {
         encode(p, &mut order, &mut key);
     }
     key
-}
-
-/// Numbers the variables of `conj` densely in order of first occurrence, in the body first
-/// unless `head_first`.
-fn renumber(conj: &mut Conj, head_first: bool) {
-    let mut map: Vec<u32> = vec![u32::MAX; conj.nvars];
-    let mut names = Vec::new();
-    let mut visit = |x: u32| {
-        if map[x as usize] == u32::MAX {
-            map[x as usize] = names.len() as u32;
-            names.push(conj.var_names[x as usize]);
-        }
-    };
-    if head_first {
-        conj.head.for_each_var(&mut visit);
-    }
-    conj.body.iter().for_each(|item| item.for_each_var(&mut visit));
-    conj.head.for_each_var(&mut visit);
-    map_atom(&mut conj.head, &map);
-    for item in &mut conj.body {
-        match item {
-            Item::Pos(a) | Item::Neg(a) => map_atom(a, &map),
-            Item::Distinct(p, q) | Item::Equal(p, q) => {
-                map_pat(p, &map);
-                map_pat(q, &map);
-            }
-        }
-    }
-    conj.nvars = names.len();
-    conj.var_names = names;
-}
-
-fn map_atom(a: &mut AtomPat, map: &[u32]) {
-    let mut args = a.args.to_vec();
-    args.iter_mut().for_each(|p| map_pat(p, map));
-    a.args = args.into();
-}
-
-fn map_pat(p: &mut Pat, map: &[u32]) {
-    match p {
-        Pat::Var(x) => *x = map[*x as usize],
-        Pat::Ground(_) => {}
-        Pat::Func(_, args) => args.iter_mut().for_each(|q| map_pat(q, map)),
-    }
 }
 
 #[cfg(test)]

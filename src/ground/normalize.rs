@@ -86,6 +86,52 @@ pub(crate) struct Conj {
     pub magic: bool,
 }
 
+impl Conj {
+    /// Numbers the variables densely in order of first occurrence: the head's first when
+    /// `head_first`, else the body's first. Variables that no longer occur lose their numbers.
+    pub fn renumber(&mut self, head_first: bool) {
+        let mut map: Vec<u32> = vec![u32::MAX; self.nvars];
+        let mut names = Vec::new();
+        let mut visit = |x: u32| {
+            if map[x as usize] == u32::MAX {
+                map[x as usize] = names.len() as u32;
+                names.push(self.var_names[x as usize]);
+            }
+        };
+        if head_first {
+            self.head.for_each_var(&mut visit);
+        }
+        self.body.iter().for_each(|item| item.for_each_var(&mut visit));
+        self.head.for_each_var(&mut visit);
+        rename_atom(&mut self.head, &map);
+        for item in &mut self.body {
+            match item {
+                Item::Pos(a) | Item::Neg(a) => rename_atom(a, &map),
+                Item::Distinct(p, q) | Item::Equal(p, q) => {
+                    rename_pat(p, &map);
+                    rename_pat(q, &map);
+                }
+            }
+        }
+        self.nvars = names.len();
+        self.var_names = names;
+    }
+}
+
+fn rename_atom(a: &mut AtomPat, map: &[u32]) {
+    let mut args = a.args.to_vec();
+    args.iter_mut().for_each(|p| rename_pat(p, map));
+    a.args = args.into();
+}
+
+fn rename_pat(p: &mut Pat, map: &[u32]) {
+    match p {
+        Pat::Var(x) => *x = map[*x as usize],
+        Pat::Ground(_) => {}
+        Pat::Func(_, args) => args.iter_mut().for_each(|q| rename_pat(q, map)),
+    }
+}
+
 /// The relations of a description, numbered densely.
 #[derive(Default)]
 pub(crate) struct RelTable {

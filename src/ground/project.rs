@@ -234,48 +234,7 @@ fn rewrite(
     body.append(&mut checks);
     conj.head = head;
     conj.body = body;
-    renumber(conj);
-}
-
-/// Numbers the variables that are left densely, in order of first occurrence.
-fn renumber(conj: &mut Conj) {
-    let mut map: Vec<Option<u32>> = vec![None; conj.nvars];
-    let mut names = Vec::new();
-    let mut visit = |x: u32| {
-        if map[x as usize].is_none() {
-            map[x as usize] = Some(names.len() as u32);
-            names.push(conj.var_names[x as usize]);
-        }
-    };
-    conj.head.for_each_var(&mut visit);
-    conj.body.iter().for_each(|item| item.for_each_var(&mut visit));
-    let map: Vec<u32> = map.into_iter().map(|m| m.unwrap_or(u32::MAX)).collect();
-    map_atom(&mut conj.head, &map);
-    for item in &mut conj.body {
-        match item {
-            Item::Pos(a) | Item::Neg(a) => map_atom(a, &map),
-            Item::Distinct(p, q) | Item::Equal(p, q) => {
-                map_pat(p, &map);
-                map_pat(q, &map);
-            }
-        }
-    }
-    conj.nvars = names.len();
-    conj.var_names = names;
-}
-
-fn map_atom(a: &mut AtomPat, map: &[u32]) {
-    let mut args = a.args.to_vec();
-    args.iter_mut().for_each(|p| map_pat(p, map));
-    a.args = args.into();
-}
-
-fn map_pat(p: &mut Pat, map: &[u32]) {
-    match p {
-        Pat::Var(x) => *x = map[*x as usize],
-        Pat::Ground(_) => {}
-        Pat::Func(_, args) => args.iter_mut().for_each(|q| map_pat(q, map)),
-    }
+    conj.renumber(true);
 }
 
 #[cfg(test)]

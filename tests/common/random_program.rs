@@ -263,15 +263,7 @@ pub fn with_opaque(program: &Program, atoms: usize, seed: u64) -> Program {
             lit
         }
     };
-    for lit in p
-        .operands
-        .iter_mut()
-        .chain(&mut p.legal)
-        .chain(&mut p.goals)
-        .chain(std::iter::once(&mut p.terminal))
-        .chain(&mut p.next)
-        .chain(&mut p.views)
-    {
+    for lit in lits_mut(&mut p) {
         *lit = shift(*lit);
     }
     if atoms > 0 {
@@ -405,15 +397,7 @@ pub fn with_loops(program: &Program, loops: usize, seed: u64) -> Program {
                 lit
             }
         };
-        for lit in p
-            .operands
-            .iter_mut()
-            .chain(&mut p.legal)
-            .chain(&mut p.goals)
-            .chain(std::iter::once(&mut p.terminal))
-            .chain(&mut p.next)
-            .chain(&mut p.views)
-        {
+        for lit in lits_mut(&mut p) {
             *lit = shift(*lit);
         }
         p.loops.slots = slots;
@@ -469,4 +453,15 @@ pub fn with_loops(program: &Program, loops: usize, seed: u64) -> Program {
         }
     }
     program.clone()
+}
+
+/// Every literal of `p` that names a slot: the gates' operands and the outputs.
+fn lits_mut(p: &mut Program) -> impl Iterator<Item = &mut Lit> + '_ {
+    p.operands
+        .iter_mut()
+        .chain(&mut p.legal)
+        .chain(&mut p.goals)
+        .chain(std::iter::once(&mut p.terminal))
+        .chain(&mut p.next)
+        .chain(&mut p.views)
 }
