@@ -125,12 +125,13 @@ pub(crate) fn split_rules<'a>(
     first_symbol: u32,
 ) -> Split {
     let mut cache: FxHashMap<Vec<u32>, LitStats> = FxHashMap::default();
-    let mut known: FxHashMap<Vec<u32>, (RelId, Symbol)> = FxHashMap::default();
-    let mut next_symbol = first_symbol;
-    let mut out = Split {
+    let mut made = Made {
+        rels,
+        known: FxHashMap::default(),
+        next_symbol: first_symbol,
         relations: Vec::new(),
-        originals: Vec::new(),
     };
+    let mut originals = Vec::new();
     let original = conjs.len();
     for ci in 0..original {
         if !selected(&conjs[ci]) {
@@ -139,7 +140,7 @@ pub(crate) fn split_rules<'a>(
         let Some((nodes, buckets)) = plan_rule(&conjs[ci], &mut cache, &dynamic, &rows, store) else {
             continue;
         };
-        out.originals.push((ci, conjs[ci].clone()));
+        originals.push((ci, conjs[ci].clone()));
         // The relation of each bucket, made (or found) in order: a bucket may read earlier ones.
         let mut aux_lits: Vec<AtomPat> = Vec::with_capacity(buckets.len());
         for b in &buckets {
@@ -149,87 +150,11 @@ pub(crate) fn split_rules<'a>(
             };
             let mut items: Vec<Item> = Vec::new();
             for &(u, src) in &b.guards {
-                let conj = &conjs[ci];
-                let mut rule = Conj {
-                    head: AtomPat {
-                        rel: 0,
-                        sym: Symbol(0),
-                        args: vec![Pat::Var(u)].into(),
-                    },
-                    body: vec![resolve(src, &aux_lits, conjs)],
-                    nvars: conj.nvars,
-                    rule: conj.rule,
-                    var_names: conj.var_names.clone(),
-                    magic: false,
-                };
-                rule.renumber(false);
-                let mut key = key_of(&rule);
-                key.push(15);
-                let (rel, sym) = match known.get(&key) {
-                    Some(&found) => found,
-                    None => {
-                        let sym = Symbol(next_symbol);
-                        next_symbol += 1;
-                        let rel = rels.id(sym, 1);
-                        rule.head.rel = rel;
-                        rule.head.sym = sym;
-                        out.relations.push(NewRel {
-                            rel,
-                            rule: conjs.len(),
-                            guard: true,
-                            estimate: 0.0,
-                        });
-                        conjs.push(rule);
-                        known.insert(key, (rel, sym));
-                        (rel, sym)
-                    }
-                };
-                items.push(Item::Pos(AtomPat {
-                    rel,
-                    sym,
-                    args: vec![Pat::Var(u)].into(),
-                }));
+                let body = vec![resolve(src, &aux_lits, conjs)];
+                items.push(Item::Pos(made.literal(conjs, ci, &[u], body, true, 0.0)));
             }
             items.extend(b.items.iter().map(|&s| resolve(s, &aux_lits, conjs)));
-            let conj = &conjs[ci];
-            let mut rule = Conj {
-                head: AtomPat {
-                    rel: 0,
-                    sym: Symbol(0),
-                    args: b.sep.iter().map(|&v| Pat::Var(v)).collect(),
-                },
-                body: items,
-                nvars: conj.nvars,
-                rule: conj.rule,
-                var_names: conj.var_names.clone(),
-                magic: false,
-            };
-            rule.renumber(false);
-            let key = key_of(&rule);
-            let (rel, sym) = match known.get(&key) {
-                Some(&found) => found,
-                None => {
-                    let sym = Symbol(next_symbol);
-                    next_symbol += 1;
-                    let rel = rels.id(sym, b.sep.len());
-                    rule.head.rel = rel;
-                    rule.head.sym = sym;
-                    out.relations.push(NewRel {
-                        rel,
-                        rule: conjs.len(),
-                        guard: false,
-                        estimate: b.estimate,
-                    });
-                    conjs.push(rule);
-                    known.insert(key, (rel, sym));
-                    (rel, sym)
-                }
-            };
-            aux_lits.push(AtomPat {
-                rel,
-                sym,
-                args: b.sep.iter().map(|&v| Pat::Var(v)).collect(),
-            });
+            aux_lits.push(made.literal(conjs, ci, &b.sep, items, false, b.estimate));
         }
         let conj = &mut conjs[ci];
         conj.body = nodes
@@ -241,7 +166,73 @@ pub(crate) fn split_rules<'a>(
             .collect();
         conj.renumber(true);
     }
-    out
+    Split {
+        relations: made.relations,
+        originals,
+    }
+}
+
+/// The relations the elimination has made, each found again by the key of its rule.
+struct Made<'r> {
+    rels: &'r mut RelTable,
+    known: FxHashMap<Vec<u32>, (RelId, Symbol)>,
+    next_symbol: u32,
+    relations: Vec<NewRel>,
+}
+
+impl Made<'_> {
+    /// The literal over `args` (variables of rule `ci`) of the relation that `body` defines on
+    /// them: one made before whose rule is the same up to variable names (and of the same kind,
+    /// guard or bucket), or a new one, whose rule is appended to `conjs`.
+    fn literal(
+        &mut self,
+        conjs: &mut Vec<Conj>,
+        ci: usize,
+        args: &[u32],
+        body: Vec<Item>,
+        guard: bool,
+        estimate: f64,
+    ) -> AtomPat {
+        let args: Box<[Pat]> = args.iter().map(|&v| Pat::Var(v)).collect();
+        let conj = &conjs[ci];
+        let mut rule = Conj {
+            head: AtomPat {
+                rel: 0,
+                sym: Symbol(0),
+                args: args.clone(),
+            },
+            body,
+            nvars: conj.nvars,
+            rule: conj.rule,
+            var_names: conj.var_names.clone(),
+            magic: false,
+        };
+        rule.renumber(false);
+        let mut key = key_of(&rule);
+        if guard {
+            key.push(15);
+        }
+        let (rel, sym) = match self.known.get(&key) {
+            Some(&found) => found,
+            None => {
+                let sym = Symbol(self.next_symbol);
+                self.next_symbol += 1;
+                let rel = self.rels.id(sym, args.len());
+                rule.head.rel = rel;
+                rule.head.sym = sym;
+                self.relations.push(NewRel {
+                    rel,
+                    rule: conjs.len(),
+                    guard,
+                    estimate,
+                });
+                conjs.push(rule);
+                self.known.insert(key, (rel, sym));
+                (rel, sym)
+            }
+        };
+        AtomPat { rel, sym, args }
+    }
 }
 
 /// The literals of `conj` after elimination and the buckets split off, or `None` when no
