@@ -991,13 +991,10 @@ impl Part {
         while at < gates.len() {
             let l = body_of(program, gates[at]);
             let end = match l {
-                u32::MAX => {
-                    let next_body = gates[at..]
-                        .iter()
-                        .position(|&g| body_of(program, g) != u32::MAX)
-                        .map_or(gates.len(), |p| at + p);
-                    next_body
-                }
+                u32::MAX => gates[at..]
+                    .iter()
+                    .position(|&g| body_of(program, g) != u32::MAX)
+                    .map_or(gates.len(), |p| at + p),
                 l => {
                     let body = &program.loops.loops[l as usize].body;
                     at + gates[at..].partition_point(|&g| g < body.end)
