@@ -258,6 +258,11 @@ pub(crate) enum Step {
     /// While deriving, once the head's variables are bound: stop if the head atom is already
     /// known, since the rest of the join could only derive it again.
     HeadKnown,
+    /// While deriving: stop if the rest of the join has run before with the same values of
+    /// `vars`, the variables bound so far that the rest of the join or the head reads. The
+    /// rest can then only derive the same atoms again. `slot` numbers the step's set of
+    /// bindings seen in `Exec`.
+    Seen { slot: usize, vars: Box<[u32]> },
     /// The sub-join `Plan::subs[sub]`: a group of literals that shares only head variables with
     /// the rest of the body. It is solved once per binding of the shared variables bound before
     /// it (`given`); for each binding of the shared variables it binds itself (`out`), its
@@ -271,7 +276,7 @@ impl Step {
             Step::Scan { item, .. } | Step::Absent { item } | Step::NegOut { item } | Step::Test { item } => {
                 Some(*item)
             }
-            Step::Sub { .. } | Step::HeadKnown => None,
+            Step::Sub { .. } | Step::HeadKnown | Step::Seen { .. } => None,
         }
     }
 }
@@ -768,12 +773,83 @@ pub(crate) fn plan(
         if let Some(k) = at.filter(|&k| k < steps.len()) {
             steps.insert(k, Step::HeadKnown);
         }
+        mark_seen(conj, &mut steps, &subs);
     }
     finish_indexes(&mut steps, relations, store);
     for sub in &mut subs {
         finish_indexes(&mut sub.steps, relations, store);
     }
     Plan { steps, subs }
+}
+
+/// Puts a [`Step::Seen`] after each scan that leaves a variable the rest of the join does not
+/// read (one it binds and nobody reads, like the unused coordinate of a move, or one it reads
+/// for the last time), when a scan or sub-join still follows. Bindings that differ only in
+/// such variables run the rest of the join the same way: racer4's `next` rules read
+/// `(does ?player (speed ?dx ?dy))` for one of the two velocities, and without this step
+/// joined every position with every move of the other velocity, a million and a half
+/// solutions per rule for 400 atoms.
+fn mark_seen(conj: &Conj, steps: &mut Vec<Step>, subs: &[SubPlan]) {
+    let n = steps.len();
+    // needed_after[k]: the variables the head or the steps after step k read.
+    let mut needed_after = vec![vec![false; conj.nvars]; n];
+    let mut needed = vec![false; conj.nvars];
+    conj.head.for_each_var(&mut |v| needed[v as usize] = true);
+    // Whether a step after k does any work (a scan or a sub-join).
+    let mut work_after = vec![false; n];
+    let mut work = false;
+    for k in (0..n).rev() {
+        needed_after[k].clone_from(&needed);
+        work_after[k] = work;
+        match &steps[k] {
+            Step::Sub { sub } => {
+                for &v in subs[*sub].given.iter() {
+                    needed[v as usize] = true;
+                }
+                work = true;
+            }
+            Step::Scan { exists_only, .. } => work |= !*exists_only,
+            _ => {}
+        }
+        if let Some(item) = steps[k].item() {
+            conj.body[item].for_each_var(&mut |v| needed[v as usize] = true);
+        }
+    }
+    let mut bound = vec![false; conj.nvars];
+    let mut dead = vec![false; conj.nvars];
+    let mut at = Vec::new();
+    for k in 0..n {
+        match &steps[k] {
+            Step::Scan { item, .. } => conj.body[*item].for_each_var(&mut |v| bound[v as usize] = true),
+            Step::Sub { sub } => subs[*sub].out.iter().for_each(|&v| bound[v as usize] = true),
+            _ => {}
+        }
+        let mut newly_dead = false;
+        for v in 0..conj.nvars {
+            if bound[v] && !needed_after[k][v] && !dead[v] {
+                dead[v] = true;
+                newly_dead = true;
+            }
+        }
+        if newly_dead
+            && work_after[k]
+            && matches!(
+                steps[k],
+                Step::Scan {
+                    exists_only: false,
+                    ..
+                }
+            )
+        {
+            let vars: Box<[u32]> = (0..conj.nvars as u32)
+                .filter(|&v| bound[v as usize] && needed_after[k][v as usize])
+                .collect();
+            at.push((k + 1, vars));
+        }
+    }
+    for (slot, (k, vars)) in at.into_iter().enumerate().rev() {
+        steps.insert(k, Step::Seen { slot, vars });
+    }
 }
 
 /// The scan of positive literal `i` given the bound variables, and its expected matches.
@@ -931,6 +1007,33 @@ impl Memo {
     }
 }
 
+/// The bindings a [`Step::Seen`] has let through, one after another in one array.
+struct SeenSet {
+    width: usize,
+    keys: Vec<TermId>,
+    /// The position of each binding in `keys`, in units of `width`.
+    table: HashTable<u32>,
+}
+
+impl SeenSet {
+    /// Adds `key`; returns whether it is new.
+    fn insert(&mut self, key: &[TermId]) -> bool {
+        let (keys, width) = (&self.keys, self.width);
+        let at = |i: u32| &keys[i as usize * width..(i as usize + 1) * width];
+        let h = key_hash(key);
+        if self.table.find(h, |&i| same_ids(at(i), key)).is_some() {
+            return false;
+        }
+        let i = self.keys.len().checked_div(width).unwrap_or(0) as u32;
+        self.keys.extend_from_slice(key);
+        let keys = &self.keys;
+        self.table.insert_unique(h, i, |&j| {
+            key_hash(&keys[j as usize * width..(j as usize + 1) * width])
+        });
+        true
+    }
+}
+
 /// The reference solutions of a sub-join family (see `Exec::family_aux`).
 struct Family {
     /// The solution bodies, sorted.
@@ -989,6 +1092,8 @@ pub(crate) struct Exec<'a> {
     /// the check tests of ignored squares off the king's lines) takes that family's atoms
     /// rather than making its members again.
     shared: Vec<FxHashMap<Box<[u32]>, u32>>,
+    /// For each [`Step::Seen`], the bindings that have run the rest of the join.
+    seen: Vec<SeenSet>,
     /// For each sub-join, the binding it was last asked with and its answer.
     last: Vec<Option<(Vec<TermId>, SubEntries)>>,
     /// Scratch space for the solutions of a sub-join (`Exec::solve_sub`): their out values,
@@ -1034,6 +1139,7 @@ impl<'a> Exec<'a> {
             families: Vec::new(),
             canon: &[],
             shared: Vec::new(),
+            seen: Vec::new(),
             last: Vec::new(),
             sol_vals: Vec::new(),
             sol_lits: Vec::new(),
@@ -1067,6 +1173,16 @@ impl<'a> Exec<'a> {
         self.shared.resize_with(plan.subs.len(), FxHashMap::default);
         self.last.clear();
         self.last.resize(plan.subs.len(), None);
+        self.seen.clear();
+        for s in &plan.steps {
+            if let Step::Seen { vars, .. } = s {
+                self.seen.push(SeenSet {
+                    width: vars.len(),
+                    keys: Vec::new(),
+                    table: HashTable::new(),
+                });
+            }
+        }
         self.step(conj, plan, &plan.steps, 0, emit)
     }
 
@@ -1214,7 +1330,27 @@ impl<'a> Exec<'a> {
                 {
                     return Ok(());
                 }
-                self.step(conj, plan, steps, k + 1, emit)
+                // Every later solution of this binding would derive the same atom again: the
+                // rest of the join is an existence test, which stops at its first solution.
+                match self.step(conj, plan, steps, k + 1, &mut |ex: &mut Exec| {
+                    emit(ex)?;
+                    Err(Stop::Found)
+                }) {
+                    Err(Stop::Found) => Ok(()),
+                    r => r,
+                }
+            }
+            Step::Seen { slot, vars } => {
+                let mut key = std::mem::take(&mut self.key);
+                key.clear();
+                key.extend(vars.iter().map(|&v| self.binds[v as usize]));
+                let new = self.seen[*slot].insert(&key);
+                self.key = key;
+                if new {
+                    self.step(conj, plan, steps, k + 1, emit)
+                } else {
+                    Ok(())
+                }
             }
             Step::Sub { sub } => {
                 let sp = &plan.subs[*sub];
@@ -1727,5 +1863,74 @@ fn same(store: &TermStore, x: &Pat, y: &Pat, binds: &[TermId], stack: &mut Vec<T
             _ => false,
         },
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ground::normalize::{normalize, RelTable};
+
+    fn conj(src: &str) -> Conj {
+        let desc = crate::gdl::parse_syntax(src).expect("the test text parses");
+        let mut store = TermStore::default();
+        let mut rels = RelTable::default();
+        let mut conjs = normalize(&desc, &mut store, &mut rels).expect("normalizes");
+        conjs.remove(0)
+    }
+
+    /// The plan that scans the body in the order written.
+    fn scans(c: &Conj) -> Vec<Step> {
+        (0..c.body.len())
+            .map(|i| Step::Scan {
+                item: i,
+                rel: 0,
+                index: None,
+                probes: Box::new([]),
+                key: Box::new([]),
+                range: Range::All,
+                exists_only: false,
+                record: false,
+            })
+            .collect()
+    }
+
+    fn seen(steps: &[Step]) -> Vec<(usize, Vec<u32>)> {
+        steps
+            .iter()
+            .enumerate()
+            .filter_map(|(k, s)| match s {
+                Step::Seen { vars, .. } => Some((k, vars.to_vec())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_scan_that_leaves_an_unread_variable_is_followed_by_a_seen_step() {
+        // `?dx` is read by nothing after the move: bindings that differ in it only run the
+        // position and the addition again. Variables are numbered head first: ?p 0, ?n 1,
+        // ?dx 2, ?dy 3, ?y 4.
+        let c = conj("(<= (next (pos ?p ?n)) (does ?p (speed ?dx ?dy)) (true (pos ?p ?y)) (add ?y ?dy ?n))");
+        let mut steps = scans(&c);
+        mark_seen(&c, &mut steps, &[]);
+        assert_eq!(seen(&steps), vec![(1, vec![0, 3])]);
+        // After the position, ?y is still read by the addition, and nothing follows the
+        // addition: no other step.
+        assert_eq!(steps.len(), 4);
+    }
+
+    #[test]
+    fn no_seen_step_where_every_variable_is_read_later_or_nothing_follows() {
+        let c = conj("(<= (r ?x ?z) (p ?x ?y) (q ?y ?z))");
+        let mut steps = scans(&c);
+        mark_seen(&c, &mut steps, &[]);
+        assert!(seen(&steps).is_empty(), "{steps:?}");
+        // ?y dies at the second scan, but only the test, which is no work, follows it.
+        let c = conj("(<= (r ?x ?z) (p ?x ?y) (q ?y ?z) (distinct ?x ?z))");
+        let mut steps = scans(&c);
+        steps[2] = Step::Test { item: 2 };
+        mark_seen(&c, &mut steps, &[]);
+        assert!(seen(&steps).is_empty(), "{steps:?}");
     }
 }
