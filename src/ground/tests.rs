@@ -853,3 +853,36 @@ fn atoms_with_equal_definitions_are_identified() {
     assert_ne!(bodies_of("(above 2 1)"), ["(above 1 2)"]);
     agrees(SAME_RAYS, 30);
 }
+
+#[test]
+fn a_rule_subsumed_by_another_derives_nothing_and_the_program_is_the_same() {
+    // The first `legal` rule reads what the second reads and a static table besides: every
+    // move it finds, the second finds too, so the fixpoint runs only the second. Both are
+    // still instantiated.
+    let src = "(role robot)
+        (init (at a))
+        (ok a)
+        (<= (legal robot (go ?x)) (true (at ?x)) (ok ?x))
+        (<= (legal robot (go ?x)) (true (at ?x)))
+        (<= (next (at b)) (does robot (go a)))
+        (<= (next (at ?x)) (true (at ?x)))
+        (<= terminal (true (at b)))
+        (<= (goal robot 100) (true (at b)))";
+    let (g, stats) = ground_with_stats(&parse(src), &GroundLimits::default()).expect("grounds");
+    let derived = |line: u32| {
+        stats
+            .costliest
+            .iter()
+            .find(|c| c.line == line && c.relation == "legal/2")
+            .map(|c| c.derived)
+    };
+    // Left out of the fixpoint, the first rule derives nothing (it would derive (go a) if it
+    // ran, being the first).
+    assert_eq!(derived(4).unwrap_or(0), 0);
+    assert_eq!(derived(5), Some(2));
+    assert_eq!(
+        texts(&g, |k| matches!(k, AtomKind::Legal { .. })),
+        ["(go a)", "(go b)"]
+    );
+    assert!(agrees(src, 10) > 0);
+}
