@@ -6,13 +6,13 @@ use super::join::{self, sort_dedup_from, Bounds, Exec, Mode, OutLit, Plan, Relat
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
 use super::project;
-use super::terms::{TermId, TermStore, HOLDS, PENDING};
+use super::terms::{TermId, TermStore, HOLDS, PENDING, UNBOUND};
 use super::types::{
     AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRules, Grounded,
 };
 use super::GroundError;
 use crate::gdl::{Description, Term};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::hash::Hasher;
 use std::time::{Duration, Instant};
 
@@ -707,7 +707,7 @@ impl<'d> Grounder<'d> {
             self.budget = ((8.0 * nr.estimate) as usize + 100_000)
                 .min(ELIM_MAX_SOLUTIONS)
                 .min(room);
-            let result = self.derive(nr.rule, None, &in_scc, &bounds);
+            let result = self.derive(nr.rule, None, &in_scc, &bounds, &[]);
             self.budget = usize::MAX;
             match result {
                 Ok(()) => {}
@@ -830,8 +830,12 @@ impl<'d> Grounder<'d> {
         let rules = &rules[..];
         // Round 0 evaluates every rule in full.
         for &ci in rules {
-            self.derive(ci, None, in_scc, &bounds)?;
+            self.derive(ci, None, in_scc, &bounds, &[])?;
         }
+        // For each rule and delta literal with variables nothing else in the rule reads, the
+        // values of its other variables that its atoms have given (see `delta_keep`).
+        let mut projections: FxHashMap<(usize, usize), DeltaProjection> = FxHashMap::default();
+        let mut keep: Vec<bool> = Vec::new();
         loop {
             let mut any = false;
             for &r in scc {
@@ -857,9 +861,23 @@ impl<'d> Grounder<'d> {
                     let empty_before = self.conjs[ci].body[..i].iter().any(|item| {
                         matches!(item, Item::Pos(b) if in_scc[b.rel as usize] && bounds.old[b.rel as usize] == 0)
                     });
-                    if !empty_before && join::delta_can_match(a, &bounds, &mut self.relations, &self.store) {
-                        self.derive(ci, Some(i), in_scc, &bounds)?;
+                    if empty_before || !join::delta_can_match(a, &bounds, &mut self.relations, &self.store) {
+                        continue;
                     }
+                    let projection = projections
+                        .entry((ci, i))
+                        .or_insert_with(|| DeltaProjection::new(&self.conjs[ci], i, &self.output));
+                    if !projection.keep(
+                        &self.conjs[ci],
+                        i,
+                        &bounds,
+                        &self.relations,
+                        &self.store,
+                        &mut keep,
+                    ) {
+                        continue;
+                    }
+                    self.derive(ci, Some(i), in_scc, &bounds, &keep)?;
                 }
             }
         }
@@ -903,6 +921,7 @@ impl<'d> Grounder<'d> {
         delta: Option<usize>,
         in_scc: &[bool],
         bounds: &Bounds,
+        delta_keep: &[bool],
     ) -> Result<(), GroundError> {
         let conj = &self.conjs[ci];
         let head_rel = conj.head.rel;
@@ -928,6 +947,7 @@ impl<'d> Grounder<'d> {
                 Mode::Derive,
                 self.deadline,
             );
+            exec.delta_keep = delta_keep;
             let head = &conj.head;
             let name = &self.rel_names[head_rel as usize];
             let max_atoms = self.limits.max_atoms;
@@ -1624,6 +1644,105 @@ impl Out {
     }
 }
 
+/// Which atoms of the last round a rule's delta literal needs to read. When the literal has
+/// variables that nothing else in the rule reads (the head, the other literals that deriving
+/// reads), two atoms that agree on its other variables (its *projection*) give the rest of the
+/// join the same bindings, so they derive the same atoms. An atom of the last round whose
+/// projection an earlier atom of the round had, or an atom of an earlier round read as this
+/// variant's delta, can then be left out: every binding of the rest of the body with that
+/// earlier atom was joined, in an earlier round (all of them old), in this round's variant
+/// whose delta literal is a later atom of the binding (where this literal reads the old
+/// atoms), in the variant of an earlier one (where it reads all atoms), or, for an atom of
+/// this round, in this very run. Every atom of a relation of the component is in the last
+/// round of exactly one round, so the projections seen are those of old atoms. racer4's
+/// `next` rules read `(does ?player (speed ?dx ?dy))` for one velocity: the moves of each
+/// round bring new values of the other one and few new projections.
+struct DeltaProjection {
+    /// The literal's variables that something else reads, in order; `None` when that is all
+    /// of them (the filter would keep every atom).
+    live: Option<Box<[u32]>>,
+    seen: FxHashSet<Box<[TermId]>>,
+    binds: Vec<TermId>,
+    trail: Vec<u32>,
+}
+
+impl DeltaProjection {
+    fn new(conj: &Conj, i: usize, output: &[bool]) -> Self {
+        let mut elsewhere = vec![false; conj.nvars];
+        conj.head.for_each_var(&mut |v| elsewhere[v as usize] = true);
+        for (j, item) in conj.body.iter().enumerate() {
+            let read = match item {
+                Item::Neg(a) => !output[a.rel as usize],
+                _ => true,
+            };
+            if j != i && read {
+                item.for_each_var(&mut |v| elsewhere[v as usize] = true);
+            }
+        }
+        let mut live = Vec::new();
+        let mut dead = false;
+        conj.body[i].for_each_var(&mut |v| {
+            if !elsewhere[v as usize] {
+                dead = true;
+            } else if !live.contains(&v) {
+                live.push(v);
+            }
+        });
+        DeltaProjection {
+            live: dead.then(|| live.into()),
+            seen: FxHashSet::default(),
+            binds: vec![UNBOUND; conj.nvars],
+            trail: Vec::new(),
+        }
+    }
+
+    /// Fills `keep` with, for each atom of the last round of literal `i`'s relation, whether
+    /// the variant must read it (left empty: all of them); returns whether any is.
+    fn keep(
+        &mut self,
+        conj: &Conj,
+        i: usize,
+        bounds: &Bounds,
+        relations: &[Relation],
+        store: &TermStore,
+        keep: &mut Vec<bool>,
+    ) -> bool {
+        keep.clear();
+        let Some(live) = &self.live else {
+            return true;
+        };
+        let Item::Pos(a) = &conj.body[i] else {
+            return true;
+        };
+        let r = a.rel as usize;
+        let mut any = false;
+        for &t in &relations[r].rows[bounds.old[r]..bounds.all[r]] {
+            let args = store.args(t);
+            let mut ok = args.len() == a.args.len();
+            if ok {
+                for (p, &u) in a.args.iter().zip(args) {
+                    if !join::unify(store, p, u, &mut self.binds, &mut self.trail) {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            // An atom that does not match the literal is never read: leaving it in costs
+            // only the scan's own test.
+            let new = ok
+                && self
+                    .seen
+                    .insert(live.iter().map(|&v| self.binds[v as usize]).collect());
+            for v in self.trail.drain(..) {
+                self.binds[v as usize] = UNBOUND;
+            }
+            keep.push(new);
+            any |= new;
+        }
+        any
+    }
+}
+
 /// Whether every atom `special` derives in the fixpoint, `general` derives too: some
 /// substitution of `general`'s variables makes its head `special`'s and each of its body
 /// literals that deriving reads (`kept`: negated literals over output relations are assumed
@@ -1913,7 +2032,7 @@ pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{components, subsumes};
+    use super::{components, subsumes, Bounds, DeltaProjection, Relation};
     use crate::ground::normalize::{normalize, Conj, Item, RelTable};
     use crate::ground::terms::TermStore;
 
@@ -1922,6 +2041,58 @@ mod tests {
         let mut store = TermStore::default();
         let mut rels = RelTable::default();
         normalize(&desc, &mut store, &mut rels).expect("normalizes")
+    }
+
+    #[test]
+    fn a_delta_literal_reads_only_atoms_with_a_new_projection() {
+        let mut desc = crate::gdl::parse_syntax(
+            "(<= (next (pos ?p ?n)) (does ?p (speed ?dx ?dy)) (true (pos ?p ?y)) (add ?y ?dy ?n))",
+        )
+        .expect("the test text parses");
+        let mut store = TermStore::default();
+        let mut rels = RelTable::default();
+        let c = normalize(&desc, &mut store, &mut rels)
+            .expect("normalizes")
+            .remove(0);
+        let Item::Pos(does) = &c.body[0] else {
+            panic!("the first literal is the move")
+        };
+        let mut sym = |name: &str| desc.symbols.intern(name);
+        let (speed, r, one, two, three) = (sym("speed"), sym("r"), sym("1"), sym("2"), sym("3"));
+        let mut atom = |dx, dy| {
+            let (x, y) = (store.intern(dx, &[]), store.intern(dy, &[]));
+            let m = store.intern(speed, &[x, y]);
+            let p = store.intern(r, &[]);
+            store.intern(does.sym, &[p, m])
+        };
+        let rows = vec![atom(one, one), atom(two, one), atom(one, two), atom(three, two)];
+        let mut relations: Vec<Relation> = (0..=does.rel).map(|_| Relation::default()).collect();
+        relations[does.rel as usize].rows = rows;
+        let output = vec![true; relations.len().max(8)];
+        let mut projection = DeltaProjection::new(&c, 0, &output);
+        // ?dx is read by nothing else: the projection is (?p ?dy), variables 0 and 3.
+        assert_eq!(projection.live.as_deref(), Some(&[0, 3][..]));
+        let mut keep = Vec::new();
+        let mut round = |old: usize, all: usize, keep: &mut Vec<bool>| {
+            let mut bounds = Bounds {
+                old: vec![0; relations.len()],
+                all: vec![0; relations.len()],
+            };
+            bounds.old[does.rel as usize] = old;
+            bounds.all[does.rel as usize] = all;
+            projection.keep(&c, 0, &bounds, &relations, &store, keep)
+        };
+        // The second move repeats the first's (?p ?dy) within the round; the third brings a
+        // new ?dy; the fourth repeats the third's from an earlier round: nothing to read.
+        assert!(round(0, 2, &mut keep));
+        assert_eq!(keep, [true, false]);
+        assert!(round(2, 3, &mut keep));
+        assert_eq!(keep, [true]);
+        assert!(!round(3, 4, &mut keep));
+        assert_eq!(keep, [false]);
+        // Where every variable is read elsewhere, every atom is read.
+        let c = conjs("(<= (next (v ?p ?dx ?dy)) (does ?p (speed ?dx ?dy)))").remove(0);
+        assert!(DeltaProjection::new(&c, 0, &output).live.is_none());
     }
 
     /// Deriving reads every literal but the negated ones over `q` (as if `q` were an output

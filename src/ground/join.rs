@@ -1094,6 +1094,9 @@ pub(crate) struct Exec<'a> {
     shared: Vec<FxHashMap<Box<[u32]>, u32>>,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
     seen: Vec<SeenSet>,
+    /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
+    /// position from the round's start (empty: all of them). See `Grounder::eval_scc`.
+    pub delta_keep: &'a [bool],
     /// For each sub-join, the binding it was last asked with and its answer.
     last: Vec<Option<(Vec<TermId>, SubEntries)>>,
     /// Scratch space for the solutions of a sub-join (`Exec::solve_sub`): their out values,
@@ -1140,6 +1143,7 @@ impl<'a> Exec<'a> {
             canon: &[],
             shared: Vec::new(),
             seen: Vec::new(),
+            delta_keep: &[],
             last: Vec::new(),
             sol_vals: Vec::new(),
             sol_lits: Vec::new(),
@@ -1243,9 +1247,18 @@ impl<'a> Exec<'a> {
                     exists_only: *exists_only,
                     record: *record,
                 };
+                let keep = if *range == Range::Delta {
+                    self.delta_keep
+                } else {
+                    &[]
+                };
+                let skip = |p: usize| !keep.is_empty() && !keep[p - lo];
                 match index {
                     None => {
                         for pos in lo..hi {
+                            if skip(pos) {
+                                continue;
+                            }
                             if self.try_row(conj, plan, steps, &at, relation.rows[pos], emit)? {
                                 break;
                             }
@@ -1273,6 +1286,9 @@ impl<'a> Exec<'a> {
                             }
                             if p < lo {
                                 break;
+                            }
+                            if skip(p) {
+                                continue;
                             }
                             if self.try_row(conj, plan, steps, &at, relation.rows[p], emit)? {
                                 break;
