@@ -976,6 +976,12 @@ pub(crate) struct Exec<'a> {
     pub aux_lits: Vec<OutLit>,
     /// How many auxiliary atoms this run made.
     pub aux_count: u32,
+    /// A literal of the body whose scan in the plan's own steps (not a sub-join's) is to
+    /// report its position in `head_pos`, `usize::MAX` for none. Instantiation sets it to a
+    /// guard that has the head's arguments, to find the head atom by that position.
+    pub head_item: usize,
+    /// The position, in its relation, of the atom the scan of `head_item` matched last.
+    pub head_pos: usize,
     memo: Vec<Memo>,
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
@@ -1030,6 +1036,8 @@ impl<'a> Exec<'a> {
             aux_rules: Vec::new(),
             aux_lits: Vec::new(),
             aux_count: 0,
+            head_item: usize::MAX,
+            head_pos: 0,
             memo: Vec::new(),
             families: Vec::new(),
             canon: &[],
@@ -1127,9 +1135,15 @@ impl<'a> Exec<'a> {
                     exists_only: *exists_only,
                     record: *record,
                 };
+                // Only the plan's own steps report, so that the position is that of the
+                // binding the solution callback sees.
+                let report = *item == self.head_item && std::ptr::eq(steps, plan.steps.as_slice());
                 match index {
                     None => {
                         for pos in lo..hi {
+                            if report {
+                                self.head_pos = pos;
+                            }
                             if self.try_row(conj, plan, steps, &at, relation.rows[pos], emit)? {
                                 break;
                             }
@@ -1157,6 +1171,9 @@ impl<'a> Exec<'a> {
                             }
                             if p < lo {
                                 break;
+                            }
+                            if report {
+                                self.head_pos = p;
                             }
                             if self.try_row(conj, plan, steps, &at, relation.rows[p], emit)? {
                                 break;
