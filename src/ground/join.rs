@@ -1079,6 +1079,12 @@ pub(crate) struct Exec<'a> {
     pub aux_lits: Vec<OutLit>,
     /// How many auxiliary atoms this run made.
     pub aux_count: u32,
+    /// A literal of the body whose scan in the plan's own steps (not a sub-join's) is to
+    /// report its position in `head_pos`, `usize::MAX` for none. Instantiation sets it to a
+    /// guard that has the head's arguments, to find the head atom by that position.
+    pub head_item: usize,
+    /// The position, in its relation, of the atom the scan of `head_item` matched last.
+    pub head_pos: usize,
     memo: Vec<Memo>,
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
@@ -1109,8 +1115,9 @@ pub(crate) struct Exec<'a> {
     content_ids: Vec<u32>,
     content_ranges: Vec<(u32, u32)>,
     content_out: Vec<u32>,
-    /// Scratch space for the entries of a sub-join.
+    /// Scratch space for the entries of a sub-join, and for the order of its solutions.
     entries_buf: Vec<(Box<[TermId]>, SubResult)>,
+    order_buf: Vec<usize>,
     mode: Mode,
     ticks: u64,
     deadline: Instant,
@@ -1138,6 +1145,8 @@ impl<'a> Exec<'a> {
             aux_rules: Vec::new(),
             aux_lits: Vec::new(),
             aux_count: 0,
+            head_item: usize::MAX,
+            head_pos: 0,
             memo: Vec::new(),
             families: Vec::new(),
             canon: &[],
@@ -1153,6 +1162,7 @@ impl<'a> Exec<'a> {
             content_ranges: Vec::new(),
             content_out: Vec::new(),
             entries_buf: Vec::new(),
+            order_buf: Vec::new(),
             mode,
             ticks: 0,
             deadline,
@@ -1253,11 +1263,17 @@ impl<'a> Exec<'a> {
                     &[]
                 };
                 let skip = |p: usize| !keep.is_empty() && !keep[p - lo];
+                // Only the plan's own steps report, so that the position is that of the
+                // binding the solution callback sees.
+                let report = *item == self.head_item && std::ptr::eq(steps, plan.steps.as_slice());
                 match index {
                     None => {
                         for pos in lo..hi {
                             if skip(pos) {
                                 continue;
+                            }
+                            if report {
+                                self.head_pos = pos;
                             }
                             if self.try_row(conj, plan, steps, &at, relation.rows[pos], emit)? {
                                 break;
@@ -1289,6 +1305,9 @@ impl<'a> Exec<'a> {
                             }
                             if skip(p) {
                                 continue;
+                            }
+                            if report {
+                                self.head_pos = p;
                             }
                             if self.try_row(conj, plan, steps, &at, relation.rows[p], emit)? {
                                 break;
@@ -1467,14 +1486,17 @@ impl<'a> Exec<'a> {
         let solved = self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
             let start = lits.len();
             lits.extend_from_slice(&ex.lits[mark..]);
-            sort_dedup_from(&mut lits, start);
-            // Both x and (not x): this solution never holds.
-            if lits[start..]
-                .windows(2)
-                .any(|w| w[0].rel == w[1].rel && w[0].atom == w[1].atom)
-            {
-                lits.truncate(start);
-                return Ok(());
+            // A body of one literal (each attacker of chess's check test) is sorted already.
+            if lits.len() - start > 1 {
+                sort_dedup_from(&mut lits, start);
+                // Both x and (not x): this solution never holds.
+                if lits[start..]
+                    .windows(2)
+                    .any(|w| w[0].rel == w[1].rel && w[0].atom == w[1].atom)
+                {
+                    lits.truncate(start);
+                    return Ok(());
+                }
             }
             vals.extend(sp.out.iter().map(|&v| ex.binds[v as usize]));
             ends.push(lits.len() as u32);
@@ -1504,28 +1526,43 @@ impl<'a> Exec<'a> {
             &lits[s..ends[i] as usize]
         };
         // Sorted by values, then body, without repeats: a group of equal values is one entry,
-        // and its bodies come sorted (the families rely on that).
-        let mut order: Vec<usize> = (0..ends.len()).collect();
-        order.sort_unstable_by(|&a, &b| value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b))));
-        order.dedup_by(|a, b| same_ids(value(*a), value(*b)) && body(*a) == body(*b));
+        // and its bodies come sorted (the families rely on that). Without out values (chess's
+        // check test: 940,000 solves of about 15 solutions each) only the bodies are compared.
+        let mut order = std::mem::take(&mut self.order_buf);
+        order.clear();
+        order.extend(0..ends.len());
+        if nout == 0 {
+            order.sort_unstable_by(|&a, &b| body(a).cmp(body(b)));
+            order.dedup_by(|a, b| body(*a) == body(*b));
+        } else {
+            order.sort_unstable_by(|&a, &b| value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b))));
+            order.dedup_by(|a, b| same_ids(value(*a), value(*b)) && body(*a) == body(*b));
+        }
         let mut entries = std::mem::take(&mut self.entries_buf);
         entries.clear();
         let mut these: Vec<&[OutLit]> = Vec::new();
         let mut rest = order.as_slice();
         while let Some(&first) = rest.first() {
             let values = value(first);
-            let same = rest.iter().take_while(|&&i| same_ids(value(i), values)).count();
-            these.clear();
-            these.extend(rest[..same].iter().map(|&i| body(i)));
+            let same = if nout == 0 {
+                rest.len()
+            } else {
+                rest.iter().take_while(|&&i| same_ids(value(i), values)).count()
+            };
+            let group = &rest[..same];
             rest = &rest[same..];
-            let result = if these.iter().any(|b| b.is_empty()) {
+            let result = if group.iter().any(|&i| body(i).is_empty()) {
                 // A solution with nothing dynamic in it makes the whole group true.
                 SubResult::Inline(Box::new([]))
-            } else if these.len() == 1 {
-                SubResult::Inline(these[0].into())
+            } else if same == 1 {
+                SubResult::Inline(body(group[0]).into())
             } else if sp.family.is_empty() {
+                these.clear();
+                these.extend(group.iter().map(|&i| body(i)));
                 SubResult::Aux(self.new_aux(these.iter().copied()))
             } else {
+                these.clear();
+                these.extend(group.iter().map(|&i| body(i)));
                 let mut fkey = std::mem::take(&mut self.fkey);
                 fkey.clear();
                 fkey.extend(sp.family.iter().map(|&j| self.binds[sp.given[j] as usize]));
@@ -1539,6 +1576,7 @@ impl<'a> Exec<'a> {
         // Collected straight into the shared slice, without a vector of its own to copy from.
         let shared: SubEntries = entries.drain(..).collect();
         self.entries_buf = entries;
+        self.order_buf = order;
         shared
     }
 
