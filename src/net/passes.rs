@@ -134,13 +134,21 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
                 continue;
             }
             let start = Instant::now();
-            net = if round > 1 && start_of_round.is_none() {
-                run_with(net, pass, &mut |n: &Propnet| start_of_round = Some(n.clone()))
-            } else {
-                run(net, pass)
-            };
+            // Whether the pass rewrote the net; one that did not returned it as it was, and
+            // its statistics are those it had.
+            let mut rewrote = false;
+            net = run_with(net, pass, &mut |n: &Propnet| {
+                rewrote = true;
+                if round > 1 && start_of_round.is_none() {
+                    start_of_round = Some(n.clone());
+                }
+            });
             let time = start.elapsed();
-            let after = NetStats::counts(&net);
+            let after = if rewrote {
+                NetStats::counts(&net)
+            } else {
+                stats.clone()
+            };
             let changed = after != stats;
             if changed {
                 changes += 1;
@@ -166,13 +174,29 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
                 net = kept;
                 break;
             }
+            free_aside(kept.nodes);
         }
     }
     (net, reports)
 }
 
-/// Runs one pass.
-pub fn run(net: Propnet, pass: Pass) -> Propnet {
+/// Frees `garbage` on a thread of its own when it holds many nodes, so that the pass goes on
+/// meanwhile: a net of half a million gates is as many small vectors, and freeing them took
+/// about a tenth of each polarity pass on alexChess. Nothing waits for the thread; a small
+/// net is freed at once, since starting a thread costs more than that.
+pub(super) fn free_aside(garbage: Vec<Node>) {
+    if garbage.len() < 1 << 16 {
+        return;
+    }
+    // If the thread cannot start, the closure, and the nodes with it, are dropped here.
+    let _ = std::thread::Builder::new()
+        .name("free nodes".into())
+        .spawn(move || drop(garbage));
+}
+
+/// Runs one pass (the tests run passes one at a time).
+#[cfg(test)]
+pub(super) fn run(net: Propnet, pass: Pass) -> Propnet {
     run_with(net, pass, &mut |_| {})
 }
 
@@ -180,10 +204,15 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
 /// it; a pass that finds nothing to do returns the net it was given without calling it.
 fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let flags = match pass {
+        // On the large games the net as built has nothing to fold or collapse (alexChess:
+        // about 80 ms of rewriting 800,000 gates as they were); a scan that writes nothing
+        // tells.
+        Pass::ConstantFolding if !rewrites_something(&net, Pass::ConstantFolding) => return net,
         Pass::ConstantFolding => Flags {
             fold: true,
             ..Flags::default()
         },
+        Pass::Collapse if !rewrites_something(&net, Pass::Collapse) => return net,
         Pass::Collapse => Flags {
             collapse: true,
             ..Flags::default()
@@ -224,6 +253,42 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
         return dead_nodes(out, &mut |_| {});
     }
     out
+}
+
+/// The net folded (`Pass::ConstantFolding`) or collapsed (`Pass::Collapse`) by the rewriter,
+/// without the scan that returns the net as it is when there is nothing to do.
+#[cfg(test)]
+pub(super) fn rewrite_anyway(net: Propnet, pass: Pass) -> (bool, Propnet) {
+    let flags = Flags {
+        fold: pass == Pass::ConstantFolding,
+        collapse: pass == Pass::Collapse,
+        ..Flags::default()
+    };
+    (
+        rewrites_something(&net, pass),
+        Rewriter::new(&net, flags).run(net),
+    )
+}
+
+/// Whether the rewriter, folding constants (`Pass::ConstantFolding`) or collapsing
+/// (`Pass::Collapse`), would write anything but `net` as it is. It writes each node once, as
+/// it was, unless the node is a leaf it has already written (it shares them), or a gate the
+/// pass simplifies: for folding, a gate that reads a constant or an and or or of no operand;
+/// for collapsing, an and or or of one operand or a negated negation.
+fn rewrites_something(net: &Propnet, pass: Pass) -> bool {
+    let mut leaves = rustc_hash::FxHashSet::default();
+    let is_const = |x: &NodeId| matches!(net.nodes[x.index()], Node::Const(_));
+    net.nodes.iter().any(|node| match node {
+        Node::And(ops) | Node::Or(ops) => match pass {
+            Pass::ConstantFolding => ops.is_empty() || ops.iter().any(is_const),
+            _ => ops.len() == 1,
+        },
+        Node::Not(x) => match pass {
+            Pass::ConstantFolding => is_const(x),
+            _ => matches!(net.nodes[x.index()], Node::Not(_)),
+        },
+        leaf => !leaves.insert(leaf),
+    })
 }
 
 /// Whether the factor pass would rewrite some or of `net`. It meets the ors as the pass does,
@@ -759,9 +824,13 @@ fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Pro
     const GONE: u32 = u32::MAX;
     let mut map: Vec<NodeId> = vec![NodeId(GONE); net.nodes.len()];
     let old_nodes = std::mem::take(&mut net.nodes);
-    let mut nodes = Vec::with_capacity(live.iter().filter(|&&l| l).count());
+    let kept = live.iter().filter(|&&l| l).count();
+    let mut nodes = Vec::with_capacity(kept);
+    // The dead nodes, freed aside: after factoring, the ands it replaced.
+    let mut dead = Vec::with_capacity(old_nodes.len() - kept);
     for (i, mut node) in old_nodes.into_iter().enumerate() {
         if !live[i] {
+            dead.push(node);
             continue;
         }
         match &mut node {
@@ -776,5 +845,6 @@ fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Pro
         map[i] = NodeId::from_index(nodes.len());
         nodes.push(node);
     }
+    free_aside(dead);
     remap(net, nodes, |id| Some(map[id.index()]).filter(|n| n.0 != GONE))
 }
