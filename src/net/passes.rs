@@ -126,8 +126,9 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
         // than it began with; then the net as the round found it is the result. It is kept
         // as the first pass of the round that rewrites the net finds it: most later rounds
         // rewrite nothing, and a copy of the net is a million small vectors on the largest
-        // games (linesOfAction: about 90 ms to copy and 120 ms to free, under load).
-        let mut start_of_round: Option<Propnet> = None;
+        // games (linesOfAction: about 90 ms to copy and 120 ms to free, under load), so the
+        // copy keeps the operands of all gates in one vector ([`Snapshot`]).
+        let mut start_of_round: Option<Snapshot> = None;
         let stats_of_round = stats.clone();
         for pass in ROUND {
             if fixpoint_at.contains(&(pass, changes)) {
@@ -140,7 +141,7 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
             net = run_with(net, pass, &mut |n: &Propnet| {
                 rewrote = true;
                 if round > 1 && start_of_round.is_none() {
-                    start_of_round = Some(n.clone());
+                    start_of_round = Some(Snapshot::of(n));
                 }
             });
             let time = start.elapsed();
@@ -171,13 +172,100 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
         }
         if let Some(kept) = start_of_round {
             if stats.components() > stats_of_round.components() {
-                net = kept;
+                net = kept.restore();
                 break;
             }
-            free_aside(kept.nodes);
         }
     }
     (net, reports)
+}
+
+/// A copy of a net, kept in case a round must be undone. The gates' operands are in one
+/// vector: a copy with one small vector per gate cost half a million allocations on
+/// alexChess, for a copy that is nearly always dropped unused.
+struct Snapshot {
+    /// The net without its nodes.
+    rest: Propnet,
+    /// The nodes, each and and or without its operands.
+    shells: Vec<Node>,
+    /// The operands of the ands and ors, in the order of the nodes.
+    ops: Vec<NodeId>,
+    /// How many operands each and and or has, in the order of the nodes.
+    lens: Vec<u32>,
+}
+
+impl Snapshot {
+    fn of(net: &Propnet) -> Snapshot {
+        let (mut ops, mut lens) = (Vec::new(), Vec::new());
+        let mut keep = |x: &[NodeId]| {
+            ops.extend_from_slice(x);
+            lens.push(u32::try_from(x.len()).expect("fewer than 2^32 operands"));
+            Vec::new()
+        };
+        let shells = net
+            .nodes
+            .iter()
+            .map(|node| match node {
+                Node::And(x) => Node::And(keep(x)),
+                Node::Or(x) => Node::Or(keep(x)),
+                other => other.clone(),
+            })
+            .collect();
+        let Propnet {
+            roles,
+            nodes: _,
+            bases,
+            constant_facts,
+            inputs,
+            goals,
+            terminal,
+            views,
+            opaque,
+            demand,
+            feedback,
+            loops,
+        } = net;
+        let rest = Propnet {
+            roles: roles.clone(),
+            nodes: Vec::new(),
+            bases: bases.clone(),
+            constant_facts: constant_facts.clone(),
+            inputs: inputs.clone(),
+            goals: goals.clone(),
+            terminal: *terminal,
+            views: views.clone(),
+            opaque: opaque.clone(),
+            demand: demand.clone(),
+            feedback: feedback.clone(),
+            loops: loops.clone(),
+        };
+        Snapshot {
+            rest,
+            shells,
+            ops,
+            lens,
+        }
+    }
+
+    /// The net as it was copied.
+    fn restore(self) -> Propnet {
+        let Snapshot {
+            mut rest,
+            mut shells,
+            ops,
+            lens,
+        } = self;
+        let (mut start, mut len) = (0, lens.into_iter());
+        for node in &mut shells {
+            if let Node::And(x) | Node::Or(x) = node {
+                let end = start + len.next().expect("a length per gate") as usize;
+                x.extend_from_slice(&ops[start..end]);
+                start = end;
+            }
+        }
+        rest.nodes = shells;
+        rest
+    }
 }
 
 /// Frees `garbage` on a thread of its own when it holds many nodes, so that the pass goes on
@@ -322,7 +410,7 @@ fn factors_something(net: &Propnet) -> bool {
         // A group whose residual is empty writes no node, only the shared operand. Fewer
         // than two ands make no group.
         bodies.len() >= 2
-            && !matches!(factor_groups(&bodies, &mut |_| Err(())), Ok((groups, _)) if groups.is_empty())
+            && !matches!(factor_groups(&mut bodies, &mut |_| Err(())), Ok(groups) if groups.is_empty())
     })
 }
 
@@ -529,8 +617,8 @@ impl Rewriter {
         let factored = if bodies.len() < 2 {
             None
         } else {
-            match factor_groups(&bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
-                Ok((groups, used)) => used.contains(&true).then_some((groups, used)),
+            match factor_groups(&mut bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
+                Ok(groups) => bodies.used().contains(&true).then_some(groups),
                 Err(never) => match never {},
             }
         };
@@ -538,9 +626,9 @@ impl Rewriter {
             // No group: the or as it was.
             None if ops.len() == 1 => ops[0],
             None => self.add(Node::Or(ops)),
-            Some((mut out, used)) => {
+            Some(mut out) => {
                 let mut took = vec![false; ops.len()];
-                for (&k, used) in taken.iter().zip(used) {
+                for (&k, &used) in taken.iter().zip(bodies.used()) {
                     took[k] = used;
                 }
                 out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
@@ -847,4 +935,54 @@ fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Pro
     }
     free_aside(dead);
     remap(net, nodes, |id| Some(map[id.index()]).filter(|n| n.0 != GONE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Node, NodeId, Propnet, Snapshot};
+    use crate::net::{BaseProp, GoalProp, InputProp};
+    use propjet_runtime::RoleIdx;
+
+    /// A net with every kind of node, gates of no, one and several operands among them.
+    fn net() -> Propnet {
+        let n = NodeId;
+        Propnet {
+            roles: vec!["a".into()],
+            nodes: vec![
+                Node::Const(true),
+                Node::Base(0),
+                Node::Input(0),
+                Node::And(vec![n(1), n(2)]),
+                Node::Or(vec![]),
+                Node::Not(n(3)),
+                Node::Or(vec![n(0), n(3), n(5)]),
+                Node::And(vec![n(6)]),
+            ],
+            bases: vec![BaseProp {
+                name: "p".into(),
+                init: true,
+                next: n(7),
+            }],
+            inputs: vec![InputProp {
+                role: RoleIdx(0),
+                name: "go".into(),
+                legal: n(5),
+            }],
+            goals: vec![GoalProp {
+                role: RoleIdx(0),
+                value: 100,
+                node: n(4),
+            }],
+            terminal: n(6),
+            views: vec![("v".into(), n(3))],
+            ..Propnet::default()
+        }
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_net_it_copied() {
+        let net = net();
+        let restored = Snapshot::of(&net).restore();
+        assert_eq!(format!("{restored:?}"), format!("{net:?}"));
+    }
 }
