@@ -340,7 +340,7 @@ impl<'g> Builder<'g> {
         let (limits, nodes) = (self.limits, &mut self.net.nodes);
         let mut add = |node| push(nodes, limits, node);
         let or = if factor || bodies.len() >= FACTOR_AS_BUILT {
-            factored_or(&bodies, &plain, &mut add)
+            factored_or(&mut bodies, &plain, &mut add)
         } else {
             or_of(&bodies, &plain, &mut add)
         };

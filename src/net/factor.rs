@@ -14,6 +14,18 @@ pub(super) struct Bodies {
     pub ops: Vec<NodeId>,
     /// Where each and's operands end in `ops`.
     pub ends: Vec<u32>,
+    /// Buffers of [`factor_groups`], kept with the bodies: the factor pass meets hundreds of
+    /// thousands of ors, and allocating them afresh for each was a fifth of its work.
+    scratch: Scratch,
+}
+
+/// The buffers of [`factor_groups`].
+#[derive(Default)]
+struct Scratch {
+    pairs: Vec<(NodeId, u32)>,
+    candidates: Vec<Range<usize>>,
+    group: Vec<usize>,
+    used: Vec<bool>,
 }
 
 impl Bodies {
@@ -49,29 +61,54 @@ impl Bodies {
         let start = self.ends.last().map_or(0, |&e| e as usize);
         &mut self.ops[start..]
     }
+
+    /// Which ands the groups of the last [`factor_groups`] over these bodies took.
+    pub fn used(&self) -> &[bool] {
+        &self.scratch.used
+    }
 }
 
 /// Factors the or of the ands of `bodies` (each without repeats, of two or more operands, and
 /// read by that or alone): greedily, the most shared operand first, each and factored at most
-/// once, and only where that costs less. Returns one node per factored group and which ands
-/// the groups took; the caller writes the others as they were. `add` writes a new node.
+/// once, and only where that costs less. Returns one node per factored group; which ands the
+/// groups took is then [`Bodies::used`], and the caller writes the others as they were. `add`
+/// writes a new node.
 pub(super) fn factor_groups<E>(
-    bodies: &Bodies,
+    bodies: &mut Bodies,
     add: &mut impl FnMut(Node) -> Result<NodeId, E>,
-) -> Result<(Vec<NodeId>, Vec<bool>), E> {
-    let mut used = vec![false; bodies.len()];
+) -> Result<Vec<NodeId>, E> {
+    let mut scratch = std::mem::take(&mut bodies.scratch);
+    let groups = groups_of(bodies, &mut scratch, add);
+    bodies.scratch = scratch;
+    groups
+}
+
+/// [`factor_groups`] with its buffers.
+fn groups_of<E>(
+    bodies: &Bodies,
+    scratch: &mut Scratch,
+    add: &mut impl FnMut(Node) -> Result<NodeId, E>,
+) -> Result<Vec<NodeId>, E> {
+    let Scratch {
+        pairs,
+        candidates,
+        group,
+        used,
+    } = scratch;
+    used.clear();
+    used.resize(bodies.len(), false);
     let mut groups = Vec::new();
     if bodies.len() < 2 {
-        return Ok((groups, used));
+        return Ok(groups);
     }
     // Each operand with the ands that hold it: (operand, and) pairs sorted, so that the
     // holders of one operand are a run.
-    let mut pairs: Vec<(NodeId, u32)> = Vec::with_capacity(bodies.ops.len());
+    pairs.clear();
     for k in 0..bodies.len() {
         pairs.extend(bodies.get(k).iter().map(|&x| (x, k as u32)));
     }
     pairs.sort_unstable();
-    let mut candidates: Vec<Range<usize>> = Vec::new();
+    candidates.clear();
     let mut start = 0;
     for i in 1..=pairs.len() {
         if i == pairs.len() || pairs[i].0 != pairs[start].0 {
@@ -88,11 +125,15 @@ pub(super) fn factor_groups<E>(
             .cmp(&a.len())
             .then(pairs[a.start].0.cmp(&pairs[b.start].0))
     });
-    let mut group: Vec<usize> = Vec::new();
-    for run in candidates {
+    for run in candidates.iter() {
         let shared = pairs[run.start].0;
         group.clear();
-        group.extend(pairs[run].iter().map(|&(_, k)| k as usize).filter(|&k| !used[k]));
+        group.extend(
+            pairs[run.clone()]
+                .iter()
+                .map(|&(_, k)| k as usize)
+                .filter(|&k| !used[k]),
+        );
         if group.len() < 2 {
             continue;
         }
@@ -102,7 +143,7 @@ pub(super) fn factor_groups<E>(
         // factor only when that costs less; a residual of nothing makes the whole group true
         // and always pays.
         let (mut long, mut long_ops, mut all_ops, mut empty) = (0i64, 0i64, 0i64, false);
-        for &k in &group {
+        for &k in group.iter() {
             let rest = bodies.get(k).len() as i64 - 1;
             all_ops += rest;
             match rest {
@@ -120,7 +161,7 @@ pub(super) fn factor_groups<E>(
         if !empty && gates + edges >= 0 {
             continue;
         }
-        for &k in &group {
+        for &k in group.iter() {
             used[k] = true;
         }
         // `shared ∧ (r₁ ∨ r₂ ∨ …)`; an empty residual is true, and then so is the or.
@@ -130,7 +171,7 @@ pub(super) fn factor_groups<E>(
         }
         let mut rest = Bodies::default();
         let mut rest_plain = Vec::new();
-        for &k in &group {
+        for &k in group.iter() {
             rest.ops.extend(bodies.get(k).iter().filter(|&&x| x != shared));
             if rest.open().len() == 1 {
                 rest_plain.push(rest.open()[0]);
@@ -139,23 +180,23 @@ pub(super) fn factor_groups<E>(
                 rest.close();
             }
         }
-        let inner = factored_or(&rest, &rest_plain, add)?;
+        let inner = factored_or(&mut rest, &rest_plain, add)?;
         groups.push(add(Node::And(vec![shared, inner]))?);
     }
-    Ok((groups, used))
+    Ok(groups)
 }
 
 /// The or of `plain` and of the ands of `bodies` (as [`factor_groups`] takes them), factored;
 /// an or of one operand is that operand, and an or of none is false (the node `add` gives for
 /// `Node::Const(false)`).
 pub(super) fn factored_or<E>(
-    bodies: &Bodies,
+    bodies: &mut Bodies,
     plain: &[NodeId],
     add: &mut impl FnMut(Node) -> Result<NodeId, E>,
 ) -> Result<NodeId, E> {
-    let (mut out, used) = factor_groups(bodies, add)?;
-    for (k, used) in used.into_iter().enumerate() {
-        if !used {
+    let mut out = factor_groups(bodies, add)?;
+    for k in 0..bodies.len() {
+        if !bodies.used()[k] {
             out.push(add(Node::And(bodies.get(k).to_vec()))?);
         }
     }

@@ -126,21 +126,30 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
         // than it began with; then the net as the round found it is the result. It is kept
         // as the first pass of the round that rewrites the net finds it: most later rounds
         // rewrite nothing, and a copy of the net is a million small vectors on the largest
-        // games (linesOfAction: about 90 ms to copy and 120 ms to free, under load).
-        let mut start_of_round: Option<Propnet> = None;
+        // games (linesOfAction: about 90 ms to copy and 120 ms to free, under load), so the
+        // copy keeps the operands of all gates in one vector ([`Snapshot`]).
+        let mut start_of_round: Option<Snapshot> = None;
         let stats_of_round = stats.clone();
         for pass in ROUND {
             if fixpoint_at.contains(&(pass, changes)) {
                 continue;
             }
             let start = Instant::now();
-            net = if round > 1 && start_of_round.is_none() {
-                run_with(net, pass, &mut |n: &Propnet| start_of_round = Some(n.clone()))
-            } else {
-                run(net, pass)
-            };
+            // Whether the pass rewrote the net; one that did not returned it as it was, and
+            // its statistics are those it had.
+            let mut rewrote = false;
+            net = run_with(net, pass, &mut |n: &Propnet| {
+                rewrote = true;
+                if round > 1 && start_of_round.is_none() {
+                    start_of_round = Some(Snapshot::of(n));
+                }
+            });
             let time = start.elapsed();
-            let after = NetStats::counts(&net);
+            let after = if rewrote {
+                NetStats::counts(&net)
+            } else {
+                stats.clone()
+            };
             let changed = after != stats;
             if changed {
                 changes += 1;
@@ -163,7 +172,7 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
         }
         if let Some(kept) = start_of_round {
             if stats.components() > stats_of_round.components() {
-                net = kept;
+                net = kept.restore();
                 break;
             }
         }
@@ -171,8 +180,111 @@ pub fn optimize(mut net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>)
     (net, reports)
 }
 
-/// Runs one pass.
-pub fn run(net: Propnet, pass: Pass) -> Propnet {
+/// A copy of a net, kept in case a round must be undone. The gates' operands are in one
+/// vector: a copy with one small vector per gate cost half a million allocations on
+/// alexChess, for a copy that is nearly always dropped unused.
+struct Snapshot {
+    /// The net without its nodes.
+    rest: Propnet,
+    /// The nodes, each and and or without its operands.
+    shells: Vec<Node>,
+    /// The operands of the ands and ors, in the order of the nodes.
+    ops: Vec<NodeId>,
+    /// How many operands each and and or has, in the order of the nodes.
+    lens: Vec<u32>,
+}
+
+impl Snapshot {
+    fn of(net: &Propnet) -> Snapshot {
+        let (mut ops, mut lens) = (Vec::new(), Vec::new());
+        let mut keep = |x: &[NodeId]| {
+            ops.extend_from_slice(x);
+            lens.push(u32::try_from(x.len()).expect("fewer than 2^32 operands"));
+            Vec::new()
+        };
+        let shells = net
+            .nodes
+            .iter()
+            .map(|node| match node {
+                Node::And(x) => Node::And(keep(x)),
+                Node::Or(x) => Node::Or(keep(x)),
+                other => other.clone(),
+            })
+            .collect();
+        let Propnet {
+            roles,
+            nodes: _,
+            bases,
+            constant_facts,
+            inputs,
+            goals,
+            terminal,
+            views,
+            opaque,
+            demand,
+            feedback,
+            loops,
+        } = net;
+        let rest = Propnet {
+            roles: roles.clone(),
+            nodes: Vec::new(),
+            bases: bases.clone(),
+            constant_facts: constant_facts.clone(),
+            inputs: inputs.clone(),
+            goals: goals.clone(),
+            terminal: *terminal,
+            views: views.clone(),
+            opaque: opaque.clone(),
+            demand: demand.clone(),
+            feedback: feedback.clone(),
+            loops: loops.clone(),
+        };
+        Snapshot {
+            rest,
+            shells,
+            ops,
+            lens,
+        }
+    }
+
+    /// The net as it was copied.
+    fn restore(self) -> Propnet {
+        let Snapshot {
+            mut rest,
+            mut shells,
+            ops,
+            lens,
+        } = self;
+        let (mut start, mut len) = (0, lens.into_iter());
+        for node in &mut shells {
+            if let Node::And(x) | Node::Or(x) = node {
+                let end = start + len.next().expect("a length per gate") as usize;
+                x.extend_from_slice(&ops[start..end]);
+                start = end;
+            }
+        }
+        rest.nodes = shells;
+        rest
+    }
+}
+
+/// Frees `garbage` on a thread of its own when it holds many nodes, so that the pass goes on
+/// meanwhile: a net of half a million gates is as many small vectors, and freeing them took
+/// about a tenth of each polarity pass on alexChess. Nothing waits for the thread; a small
+/// net is freed at once, since starting a thread costs more than that.
+pub(super) fn free_aside(garbage: Vec<Node>) {
+    if garbage.len() < 1 << 16 {
+        return;
+    }
+    // If the thread cannot start, the closure, and the nodes with it, are dropped here.
+    let _ = std::thread::Builder::new()
+        .name("free nodes".into())
+        .spawn(move || drop(garbage));
+}
+
+/// Runs one pass (the tests run passes one at a time).
+#[cfg(test)]
+pub(super) fn run(net: Propnet, pass: Pass) -> Propnet {
     run_with(net, pass, &mut |_| {})
 }
 
@@ -180,10 +292,15 @@ pub fn run(net: Propnet, pass: Pass) -> Propnet {
 /// it; a pass that finds nothing to do returns the net it was given without calling it.
 fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let flags = match pass {
+        // On the large games the net as built has nothing to fold or collapse (alexChess:
+        // about 80 ms of rewriting 800,000 gates as they were); a scan that writes nothing
+        // tells.
+        Pass::ConstantFolding if !rewrites_something(&net, Pass::ConstantFolding) => return net,
         Pass::ConstantFolding => Flags {
             fold: true,
             ..Flags::default()
         },
+        Pass::Collapse if !rewrites_something(&net, Pass::Collapse) => return net,
         Pass::Collapse => Flags {
             collapse: true,
             ..Flags::default()
@@ -226,6 +343,42 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
     out
 }
 
+/// The net folded (`Pass::ConstantFolding`) or collapsed (`Pass::Collapse`) by the rewriter,
+/// without the scan that returns the net as it is when there is nothing to do.
+#[cfg(test)]
+pub(super) fn rewrite_anyway(net: Propnet, pass: Pass) -> (bool, Propnet) {
+    let flags = Flags {
+        fold: pass == Pass::ConstantFolding,
+        collapse: pass == Pass::Collapse,
+        ..Flags::default()
+    };
+    (
+        rewrites_something(&net, pass),
+        Rewriter::new(&net, flags).run(net),
+    )
+}
+
+/// Whether the rewriter, folding constants (`Pass::ConstantFolding`) or collapsing
+/// (`Pass::Collapse`), would write anything but `net` as it is. It writes each node once, as
+/// it was, unless the node is a leaf it has already written (it shares them), or a gate the
+/// pass simplifies: for folding, a gate that reads a constant or an and or or of no operand;
+/// for collapsing, an and or or of one operand or a negated negation.
+fn rewrites_something(net: &Propnet, pass: Pass) -> bool {
+    let mut leaves = rustc_hash::FxHashSet::default();
+    let is_const = |x: &NodeId| matches!(net.nodes[x.index()], Node::Const(_));
+    net.nodes.iter().any(|node| match node {
+        Node::And(ops) | Node::Or(ops) => match pass {
+            Pass::ConstantFolding => ops.is_empty() || ops.iter().any(is_const),
+            _ => ops.len() == 1,
+        },
+        Node::Not(x) => match pass {
+            Pass::ConstantFolding => is_const(x),
+            _ => matches!(net.nodes[x.index()], Node::Not(_)),
+        },
+        leaf => !leaves.insert(leaf),
+    })
+}
+
 /// Whether the factor pass would rewrite some or of `net`. It meets the ors as the pass does,
 /// with the ands each reads and how many readers each and has, so until it factors something
 /// the pass sees exactly this net; the scan stops at the first or with a group that pays.
@@ -257,7 +410,7 @@ fn factors_something(net: &Propnet) -> bool {
         // A group whose residual is empty writes no node, only the shared operand. Fewer
         // than two ands make no group.
         bodies.len() >= 2
-            && !matches!(factor_groups(&bodies, &mut |_| Err(())), Ok((groups, _)) if groups.is_empty())
+            && !matches!(factor_groups(&mut bodies, &mut |_| Err(())), Ok(groups) if groups.is_empty())
     })
 }
 
@@ -464,8 +617,8 @@ impl Rewriter {
         let factored = if bodies.len() < 2 {
             None
         } else {
-            match factor_groups(&bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
-                Ok((groups, used)) => used.contains(&true).then_some((groups, used)),
+            match factor_groups(&mut bodies, &mut |node| Ok::<_, Infallible>(self.add(node))) {
+                Ok(groups) => bodies.used().contains(&true).then_some(groups),
                 Err(never) => match never {},
             }
         };
@@ -473,9 +626,9 @@ impl Rewriter {
             // No group: the or as it was.
             None if ops.len() == 1 => ops[0],
             None => self.add(Node::Or(ops)),
-            Some((mut out, used)) => {
+            Some(mut out) => {
                 let mut took = vec![false; ops.len()];
-                for (&k, used) in taken.iter().zip(used) {
+                for (&k, &used) in taken.iter().zip(bodies.used()) {
                     took[k] = used;
                 }
                 out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
@@ -759,9 +912,13 @@ fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Pro
     const GONE: u32 = u32::MAX;
     let mut map: Vec<NodeId> = vec![NodeId(GONE); net.nodes.len()];
     let old_nodes = std::mem::take(&mut net.nodes);
-    let mut nodes = Vec::with_capacity(live.iter().filter(|&&l| l).count());
+    let kept = live.iter().filter(|&&l| l).count();
+    let mut nodes = Vec::with_capacity(kept);
+    // The dead nodes, freed aside: after factoring, the ands it replaced.
+    let mut dead = Vec::with_capacity(old_nodes.len() - kept);
     for (i, mut node) in old_nodes.into_iter().enumerate() {
         if !live[i] {
+            dead.push(node);
             continue;
         }
         match &mut node {
@@ -776,5 +933,56 @@ fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Pro
         map[i] = NodeId::from_index(nodes.len());
         nodes.push(node);
     }
+    free_aside(dead);
     remap(net, nodes, |id| Some(map[id.index()]).filter(|n| n.0 != GONE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Node, NodeId, Propnet, Snapshot};
+    use crate::net::{BaseProp, GoalProp, InputProp};
+    use propjet_runtime::RoleIdx;
+
+    /// A net with every kind of node, gates of no, one and several operands among them.
+    fn net() -> Propnet {
+        let n = NodeId;
+        Propnet {
+            roles: vec!["a".into()],
+            nodes: vec![
+                Node::Const(true),
+                Node::Base(0),
+                Node::Input(0),
+                Node::And(vec![n(1), n(2)]),
+                Node::Or(vec![]),
+                Node::Not(n(3)),
+                Node::Or(vec![n(0), n(3), n(5)]),
+                Node::And(vec![n(6)]),
+            ],
+            bases: vec![BaseProp {
+                name: "p".into(),
+                init: true,
+                next: n(7),
+            }],
+            inputs: vec![InputProp {
+                role: RoleIdx(0),
+                name: "go".into(),
+                legal: n(5),
+            }],
+            goals: vec![GoalProp {
+                role: RoleIdx(0),
+                value: 100,
+                node: n(4),
+            }],
+            terminal: n(6),
+            views: vec![("v".into(), n(3))],
+            ..Propnet::default()
+        }
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_net_it_copied() {
+        let net = net();
+        let restored = Snapshot::of(&net).restore();
+        assert_eq!(format!("{restored:?}"), format!("{net:?}"));
+    }
 }

@@ -10,7 +10,7 @@
 //! `not`.
 
 use super::intern::Interner;
-use super::passes::live_nodes;
+use super::passes::{free_aside, live_nodes};
 use super::{GoalProp, Node, NodeId, Propnet};
 use rustc_hash::FxHashMap;
 use std::ops::Range;
@@ -109,7 +109,14 @@ impl Arena {
             }
         };
         self.ops.truncate(start + len);
-        let range = start as u32..(start + len) as u32;
+        let hash = fx_hash(&self.ops[start..]);
+        self.and_hashed(start, hash, or_hint)
+    }
+
+    /// The and of the operands pushed onto `self.ops` from `start` on, which are canonical
+    /// (sorted and distinct, two or more) and hash to `hash`; shared when merging.
+    fn and_hashed(&mut self, start: usize, hash: u64, or_hint: bool) -> Lit {
+        let range = start as u32..self.ops.len() as u32;
         if !self.merge {
             return self.push(SNode::And(range), or_hint);
         }
@@ -118,7 +125,6 @@ impl Arena {
             SNode::And(r) => &all_ops[r.start as usize..r.end as usize],
             SNode::Leaf(_) => &[],
         };
-        let hash = fx_hash(&all_ops[start..]);
         let id = u32::try_from(nodes.len()).expect("fewer than 2^31 nodes");
         let found = self.ands.find_or_insert(
             hash,
@@ -162,14 +168,78 @@ fn canonical(ops: &mut [Lit]) -> Result<usize, Lit> {
 }
 
 /// How many gates the sweeps that hash-cons take at a time: before the first of them, they
-/// load the table slots of those whose operands are all done ([`Interner::touch`]).
+/// prepare those whose operands are all done ([`Batch`]).
 const BATCH: usize = 16;
 
-/// Adds to `hashes` the hash of the and over `scratch` (its operands, in any order), if it is
-/// an and of two or more operands.
-fn hash_and(hashes: &mut Vec<u64>, scratch: &mut [Lit]) {
-    if let Ok(len) = canonical(scratch) {
-        hashes.push(fx_hash(&scratch[..len]));
+/// What a [`Batch`] knows of one of its nodes.
+#[derive(Copy, Clone)]
+enum Ahead {
+    /// Nothing: the node is no and, or some operand of it was not done when the batch began.
+    No,
+    /// The and is this literal ([`canonical`] folded it).
+    Folded(Lit),
+    /// The and's canonical operands are `ops[start..end]` of the batch, with their hash.
+    And { start: u32, end: u32, hash: u64 },
+}
+
+/// The ands of one batch of a sweep that hash-conses, prepared before the first of them is
+/// made: their operands made canonical and hashed once (a sweep used to do both twice, once
+/// to load the slots ahead and once to make the and), and the table slots of their hashes
+/// loaded together ([`Interner::touch`]).
+#[derive(Default)]
+struct Batch {
+    ahead: Vec<Ahead>,
+    ops: Vec<Lit>,
+    hashes: Vec<u64>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.ahead.clear();
+        self.ops.clear();
+        self.hashes.clear();
+    }
+
+    /// Prepares the next node of the batch, an and whose operands were pushed onto
+    /// `self.ops` from `start` on.
+    fn prepare(&mut self, start: usize) {
+        let ahead = match canonical(&mut self.ops[start..]) {
+            Ok(len) => {
+                self.ops.truncate(start + len);
+                let hash = fx_hash(&self.ops[start..]);
+                self.hashes.push(hash);
+                Ahead::And {
+                    start: start as u32,
+                    end: self.ops.len() as u32,
+                    hash,
+                }
+            }
+            Err(l) => {
+                self.ops.truncate(start);
+                Ahead::Folded(l)
+            }
+        };
+        self.ahead.push(ahead);
+    }
+
+    /// Leaves the next node of the batch unprepared.
+    fn skip(&mut self) {
+        self.ahead.push(Ahead::No);
+    }
+
+    /// The literal of node `k` of the batch made in `arena`, if it was prepared.
+    fn make(&self, k: usize, arena: &mut Arena, or_hint: bool) -> Option<Lit> {
+        match self.ahead[k] {
+            Ahead::No => None,
+            Ahead::Folded(l) => Some(l),
+            Ahead::And { start, end, hash } => {
+                let from = arena.ops.len();
+                arena
+                    .ops
+                    .extend_from_slice(&self.ops[start as usize..end as usize]);
+                Some(arena.and_hashed(from, hash, or_hint))
+            }
+        }
     }
 }
 
@@ -201,24 +271,23 @@ fn to_signed(net: &Propnet) -> (Arena, Outputs) {
         .sum();
     let mut arena = Arena::new(net.nodes.len(), edges, true);
     let mut lit: Vec<Lit> = Vec::with_capacity(net.nodes.len());
-    let mut scratch: Vec<Lit> = Vec::new();
-    let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
+    let mut batch = Batch::default();
     for (i, (node, &needed)) in net.nodes.iter().zip(&live).enumerate() {
         if i % BATCH == 0 {
-            hashes.clear();
+            batch.clear();
             let end = (i + BATCH).min(net.nodes.len());
-            for (node, _) in net.nodes[i..end].iter().zip(&live[i..end]).filter(|(_, &l)| l) {
-                let (Node::And(ops) | Node::Or(ops)) = node else {
-                    continue;
-                };
-                if ops.iter().all(|o| o.index() < i) {
-                    let or = matches!(node, Node::Or(_)) as Lit;
-                    scratch.clear();
-                    scratch.extend(ops.iter().map(|o| lit[o.index()] ^ or));
-                    hash_and(&mut hashes, &mut scratch);
+            for (node, &needed) in net.nodes[i..end].iter().zip(&live[i..end]) {
+                match node {
+                    Node::And(ops) | Node::Or(ops) if needed && ops.iter().all(|o| o.index() < i) => {
+                        let or = matches!(node, Node::Or(_)) as Lit;
+                        let start = batch.ops.len();
+                        batch.ops.extend(ops.iter().map(|o| lit[o.index()] ^ or));
+                        batch.prepare(start);
+                    }
+                    _ => batch.skip(),
                 }
             }
-            arena.ands.touch(&hashes);
+            arena.ands.touch(&batch.hashes);
         }
         if !needed {
             lit.push(FALSE);
@@ -228,9 +297,14 @@ fn to_signed(net: &Propnet) -> (Arena, Outputs) {
             Node::Not(x) => lit[x.index()] ^ 1,
             Node::And(ops) | Node::Or(ops) => {
                 let or = matches!(node, Node::Or(_));
-                let start = arena.ops.len();
-                arena.ops.extend(ops.iter().map(|o| lit[o.index()] ^ or as Lit));
-                arena.and_from(start, or) ^ or as Lit
+                match batch.make(i % BATCH, &mut arena, or) {
+                    Some(l) => l ^ or as Lit,
+                    None => {
+                        let start = arena.ops.len();
+                        arena.ops.extend(ops.iter().map(|o| lit[o.index()] ^ or as Lit));
+                        arena.and_from(start, or) ^ or as Lit
+                    }
+                }
             }
             leaf => arena.leaf(leaf),
         };
@@ -285,33 +359,42 @@ fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
     let mut arena = Arena::new(old.nodes.len(), old.ops.len(), true);
     let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
     let mut scratch: Vec<Lit> = Vec::new();
-    let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
+    let mut batch = Batch::default();
     for (n, node) in old.nodes.iter().enumerate() {
         if n % BATCH == 0 {
-            hashes.clear();
+            batch.clear();
             for j in n..(n + BATCH).min(old.nodes.len()) {
-                let SNode::And(r) = &old.nodes[j] else { continue };
-                let ops = &old.ops[r.start as usize..r.end as usize];
-                if refs[j] > 0 && ops.iter().all(|&l| node_of(l) < n) {
-                    scratch.clear();
-                    flattened(&arena, old, &map, &refs, &unnegated, j, &mut scratch);
-                    hash_and(&mut hashes, &mut scratch);
+                match &old.nodes[j] {
+                    SNode::And(r)
+                        if refs[j] > 0
+                            && old.ops[r.start as usize..r.end as usize]
+                                .iter()
+                                .all(|&l| node_of(l) < n) =>
+                    {
+                        let start = batch.ops.len();
+                        flattened(&arena, old, &map, &refs, &unnegated, j, &mut batch.ops);
+                        batch.prepare(start);
+                    }
+                    _ => batch.skip(),
                 }
             }
-            arena.ands.touch(&hashes);
+            arena.ands.touch(&batch.hashes);
         }
         if refs[n] == 0 {
             continue;
         }
         map[n] = match node {
             SNode::Leaf(leaf) => arena.leaf(leaf),
-            SNode::And(_) => {
-                scratch.clear();
-                flattened(&arena, old, &map, &refs, &unnegated, n, &mut scratch);
-                let start = arena.ops.len();
-                arena.ops.extend_from_slice(&scratch);
-                arena.and_from(start, old.or_hint[n])
-            }
+            SNode::And(_) => match batch.make(n % BATCH, &mut arena, old.or_hint[n]) {
+                Some(l) => l,
+                None => {
+                    scratch.clear();
+                    flattened(&arena, old, &map, &refs, &unnegated, n, &mut scratch);
+                    let start = arena.ops.len();
+                    arena.ops.extend_from_slice(&scratch);
+                    arena.and_from(start, old.or_hint[n])
+                }
+            },
         };
     }
     let new = |l: Lit| map[node_of(l)] ^ (l & 1);
@@ -564,8 +647,9 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
 /// Rewrites `net` in signed form (merging gates equal up to De Morgan's laws and flattening
 /// ands into the ands that read them) and back, each gate computed as itself or as its
 /// negation so that as few nodes as possible are read negated.
-pub(super) fn signs(net: Propnet) -> Propnet {
+pub(super) fn signs(mut net: Propnet) -> Propnet {
     let (arena, outputs) = to_signed(&net);
+    free_aside(std::mem::take(&mut net.nodes));
     let (arena, outputs) = rebuild(&arena, &outputs);
     let refs = references(&arena, &outputs);
     let flip = choose_signs(&arena, &refs, &outputs);

@@ -478,3 +478,43 @@ fn polarity_leaves_nothing_for_the_passes_the_pipeline_skips_after_it() {
         }
     }
 }
+
+#[test]
+fn folding_and_collapsing_skip_the_rewrite_exactly_when_it_would_change_nothing() {
+    let mut rng = propjet_runtime::Rng::new(13);
+    let (mut skipped, mut rewritten) = ([0; 2], [0; 2]);
+    for round in 0..300 {
+        let raw = random_net(&mut rng, 4, 2, 4 + round % 40);
+        // Random nets nearly always read a constant and hold gates of one operand; the same
+        // nets folded, collapsed and merged often hold nothing left to do.
+        let mut clean = raw.clone();
+        for pass in [
+            Pass::ConstantFolding,
+            Pass::Collapse,
+            Pass::Merge,
+            Pass::DeadNodes,
+        ] {
+            clean = passes::run(clean, pass);
+        }
+        for net in [raw, clean] {
+            for (k, pass) in [Pass::ConstantFolding, Pass::Collapse].into_iter().enumerate() {
+                let (scan, out) = passes::rewrite_anyway(net.clone(), pass);
+                assert_eq!(
+                    scan,
+                    shape(&out) != shape(&net),
+                    "round {round}: the scan for {pass} disagrees with the rewrite"
+                );
+                if scan {
+                    rewritten[k] += 1;
+                } else {
+                    skipped[k] += 1;
+                }
+            }
+        }
+    }
+    // Both answers were seen for both passes, so the test compared each kind of net.
+    assert!(
+        skipped.iter().chain(&rewritten).all(|&n| n > 0),
+        "{skipped:?} {rewritten:?}"
+    );
+}
