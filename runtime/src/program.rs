@@ -855,8 +855,10 @@ impl Program {
             }
         }
         self.validate_loops()?;
-        for entry in Entry::ALL {
-            self.validate_entry(entry)?;
+        if !self.entries_surely_valid() {
+            for entry in Entry::ALL {
+                self.validate_entry(entry)?;
+            }
         }
         self.validate_demand()
     }
@@ -1098,6 +1100,60 @@ impl Program {
             }
         }
         Ok(())
+    }
+
+    /// Whether every entry's gate list passes [`Program::validate_entry`], checked for all
+    /// entries in one pass over the gates instead of one per entry and a sweep of the needed
+    /// gates per entry that reads no input: on chess's 529k gates and 3.8M operands those
+    /// passes took about 100 ms, and lowering validates twice. `false` says only that the
+    /// entries must be checked one by one, which finds the error to report; it is also the
+    /// answer for a program with loops, whose needed gates this does not follow.
+    fn entries_surely_valid(&self) -> bool {
+        if !self.loops.loops.is_empty() {
+            return false;
+        }
+        let gates = self.gates.len();
+        let first = self.first_gate_slot();
+        let gate_of = |lit: &Lit| (lit.slot() as usize).checked_sub(first);
+        let reads_input = |lit: &Lit| matches!(self.slot_kind(lit.slot()), Slot::Input(_));
+        // Bit `i` of a gate's mask: the gate is in the list of `Entry::ALL[i]`.
+        let mut mask = vec![0u8; gates];
+        let mut base_only = 0u8;
+        for entry in Entry::ALL {
+            let bit = 1u8 << entry.index();
+            let list = self.gates_of(entry);
+            for (position, &gate) in list.iter().enumerate() {
+                if gate as usize >= gates || (position > 0 && list[position - 1] >= gate) {
+                    return false;
+                }
+                mask[gate as usize] |= bit;
+            }
+            for lit in self.outputs(entry) {
+                let missing = gate_of(lit).is_some_and(|g| mask.get(g).is_none_or(|m| m & bit == 0));
+                if missing || (!entry.reads_inputs() && reads_input(lit)) {
+                    return false;
+                }
+            }
+            if !entry.reads_inputs() {
+                base_only |= bit;
+            }
+        }
+        // Each list is closed under the operands of its gates (so, holding its outputs' gates,
+        // it holds every gate they need), and no gate in the list of an entry that reads no
+        // input reads one: a list holding more than the needed gates may be refused here and
+        // accepted one entry at a time, never the other way round.
+        for (g, &m) in mask.iter().enumerate() {
+            if m == 0 {
+                continue;
+            }
+            for lit in self.gate_operands(g).unwrap_or(&[]) {
+                let missing = gate_of(lit).is_some_and(|h| mask.get(h).is_none_or(|&n| n & m != m));
+                if missing || (m & base_only != 0 && reads_input(lit)) {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Checks one entry's gate list; the gates and outputs are already known to be in bounds.

@@ -290,6 +290,12 @@ fn base_only_entries_never_read_inputs() {
     let mut p = counter();
     p.views[0] = Lit::pos(p.input_slot(1));
     assert_eq!(p.validate(), Ok(()));
+    // Only the gates an entry needs must not read inputs: terminal's list padded with
+    // `neither`, which reads both inputs but which terminal does not need, is allowed (the
+    // one-pass check of the lists refuses it, and the check entry by entry accepts it).
+    let mut p = counter();
+    p.entry_gates[Entry::Terminal.index()].push(NEITHER);
+    assert_eq!(p.validate(), Ok(()));
 }
 
 #[test]

@@ -1066,6 +1066,10 @@ impl Part {
     }
 }
 
+/// A worker's Cranelift contexts, reused from function to function: the function and its
+/// analyses, the IR builder's, and the register allocator's.
+type Contexts = (Context, FunctionBuilderContext, regalloc2::Ctx);
+
 /// The machine code of one job.
 struct CompiledChunk {
     bytes: Vec<u8>,
@@ -1095,7 +1099,11 @@ fn compile_parallel(
     let results: Mutex<Vec<Option<Result<CompiledChunk, LowerError>>>> =
         Mutex::new((0..plan.jobs.len()).map(|_| None).collect());
     let worker = || {
-        let mut contexts = (Context::new(), FunctionBuilderContext::new());
+        let mut contexts: Contexts = (
+            Context::new(),
+            FunctionBuilderContext::new(),
+            regalloc2::Ctx::default(),
+        );
         'units: loop {
             let u = next.fetch_add(1, Ordering::Relaxed);
             let Some(unit) = units.get(u) else { break };
@@ -1174,7 +1182,7 @@ fn compile_parallel(
 /// Cranelift contexts.
 fn compile_job(
     isas: &Isas,
-    (ctx, fctx): &mut (Context, FunctionBuilderContext),
+    (ctx, fctx, regalloc): &mut Contexts,
     program: &Program,
     job: &Job,
     schedule: &gates::Schedule,
@@ -1200,9 +1208,26 @@ fn compile_job(
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
         gates::emit(b, base, job.width, program, schedule, stored, shape);
     });
-    let code = ctx
-        .compile(&**isa, &mut Default::default())
-        .map_err(|e| codegen_text(e.inner))?;
+    let code = if ctx.func.layout.blocks().nth(1).is_none() {
+        // A function of one block, as nearly every chunk is, has nothing for the passes that
+        // `Context::compile` runs before selection (unreachable code, constant block
+        // parameters, value aliases, which the builder makes none of without variables), so
+        // the ISA compiles it directly, with the control flow graph and dominator tree that
+        // selection needs; `doc/native.md` has what this saves.
+        if isa.flags().enable_verifier() {
+            cranelift_codegen::verify_function(&ctx.func, &**isa)
+                .map_err(|errors| format!("verifier: {errors}"))?;
+        }
+        ctx.compute_cfg();
+        ctx.compute_domtree();
+        isa.compile_function(&ctx.func, &ctx.domtree, regalloc, false, &mut Default::default())
+            .map_err(codegen_text)?
+            .apply_params(&ctx.func.params)
+    } else {
+        ctx.compile(&**isa, &mut Default::default())
+            .map_err(|e| codegen_text(e.inner))?;
+        ctx.take_compiled_code().ok_or("Cranelift returned no code")?
+    };
     // The code is placed as raw bytes, so it must not need patching. Our functions call
     // nothing and use no global data, so this fails only if Cranelift starts emitting
     // references we did not expect; refusing such code keeps the runtime's safety contract.
