@@ -964,14 +964,16 @@ enum SubResult {
     Aux(u32),
 }
 
-/// A sub-join's answers by binding of its given variables. The bindings are kept one after
-/// another in one array rather than boxed each: chess's check test remembers about 940,000.
-struct Memo {
-    /// The number of given variables.
+/// Values by binding of some variables: a sub-join's answers by binding of its given
+/// variables ([`Memo<SubEntries>`]), or the bindings a [`Step::Seen`] has let through
+/// ([`Memo<()>`]). The bindings are kept one after another in one array rather than boxed
+/// each: chess's check test remembers about 940,000.
+struct Memo<V> {
+    /// The number of variables in a binding.
     width: usize,
     keys: Vec<TermId>,
-    /// The position of each binding in `keys` (in units of `width`), and its answer.
-    table: HashTable<(u32, SubEntries)>,
+    /// The position of each binding in `keys` (in units of `width`), and its value.
+    table: HashTable<(u32, V)>,
 }
 
 fn key_hash(key: &[TermId]) -> u64 {
@@ -982,55 +984,56 @@ fn key_hash(key: &[TermId]) -> u64 {
     h.finish()
 }
 
-impl Memo {
+impl<V> Memo<V> {
+    fn new(width: usize) -> Memo<V> {
+        Memo {
+            width,
+            keys: Vec::new(),
+            table: HashTable::new(),
+        }
+    }
+
     fn key(&self, i: u32) -> &[TermId] {
         let s = i as usize * self.width;
         &self.keys[s..s + self.width]
     }
 
-    fn get(&self, key: &[TermId]) -> Option<&SubEntries> {
+    fn get(&self, key: &[TermId]) -> Option<&V> {
+        self.find(key_hash(key), key)
+    }
+
+    fn find(&self, h: u64, key: &[TermId]) -> Option<&V> {
         self.table
-            .find(key_hash(key), |&(i, _)| same_ids(self.key(i), key))
+            .find(h, |&(i, _)| same_ids(self.key(i), key))
             .map(|(_, r)| r)
     }
 
-    /// Remembers the answer for a binding not remembered yet.
-    fn insert(&mut self, key: &[TermId], r: SubEntries) {
-        // With no given variables there is one binding, the empty one, at 0.
+    /// Remembers the value for a binding not remembered yet.
+    fn insert(&mut self, key: &[TermId], r: V) {
+        self.insert_hashed(key_hash(key), key, r);
+    }
+
+    fn insert_hashed(&mut self, h: u64, key: &[TermId], r: V) {
+        // With no variables there is one binding, the empty one, at 0.
         let i = self.keys.len().checked_div(self.width).unwrap_or(0) as u32;
         self.keys.extend_from_slice(key);
         let (keys, width) = (&self.keys, self.width);
-        self.table.insert_unique(key_hash(key), (i, r), |&(j, _)| {
+        self.table.insert_unique(h, (i, r), |&(j, _)| {
             let s = j as usize * width;
             key_hash(&keys[s..s + width])
         });
     }
 }
 
-/// The bindings a [`Step::Seen`] has let through, one after another in one array.
-struct SeenSet {
-    width: usize,
-    keys: Vec<TermId>,
-    /// The position of each binding in `keys`, in units of `width`.
-    table: HashTable<u32>,
-}
-
-impl SeenSet {
+impl Memo<()> {
     /// Adds `key`; returns whether it is new.
-    fn insert(&mut self, key: &[TermId]) -> bool {
-        let (keys, width) = (&self.keys, self.width);
-        let at = |i: u32| &keys[i as usize * width..(i as usize + 1) * width];
+    fn add(&mut self, key: &[TermId]) -> bool {
         let h = key_hash(key);
-        if self.table.find(h, |&i| same_ids(at(i), key)).is_some() {
-            return false;
+        let new = self.find(h, key).is_none();
+        if new {
+            self.insert_hashed(h, key, ());
         }
-        let i = self.keys.len().checked_div(width).unwrap_or(0) as u32;
-        self.keys.extend_from_slice(key);
-        let keys = &self.keys;
-        self.table.insert_unique(h, i, |&j| {
-            key_hash(&keys[j as usize * width..(j as usize + 1) * width])
-        });
-        true
+        new
     }
 }
 
@@ -1085,7 +1088,7 @@ pub(crate) struct Exec<'a> {
     pub head_item: usize,
     /// The position, in its relation, of the atom the scan of `head_item` matched last.
     pub head_pos: usize,
-    memo: Vec<Memo>,
+    memo: Vec<Memo<SubEntries>>,
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
     families: Vec<FxHashMap<Box<[TermId]>, Family>>,
@@ -1099,7 +1102,7 @@ pub(crate) struct Exec<'a> {
     /// rather than making its members again.
     shared: Vec<FxHashMap<Box<[u32]>, u32>>,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
-    seen: Vec<SeenSet>,
+    seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
     /// position from the round's start (empty: all of them). See `Grounder::eval_scc`.
     pub delta_keep: &'a [bool],
@@ -1176,11 +1179,8 @@ impl<'a> Exec<'a> {
         self.trail.clear();
         self.lits.clear();
         self.memo.clear();
-        self.memo.extend(plan.subs.iter().map(|sp| Memo {
-            width: sp.given.len(),
-            keys: Vec::new(),
-            table: HashTable::new(),
-        }));
+        self.memo
+            .extend(plan.subs.iter().map(|sp| Memo::new(sp.given.len())));
         self.families.clear();
         self.families.resize_with(plan.subs.len(), FxHashMap::default);
         self.shared.clear();
@@ -1190,11 +1190,7 @@ impl<'a> Exec<'a> {
         self.seen.clear();
         for s in &plan.steps {
             if let Step::Seen { vars, .. } = s {
-                self.seen.push(SeenSet {
-                    width: vars.len(),
-                    keys: Vec::new(),
-                    table: HashTable::new(),
-                });
+                self.seen.push(Memo::new(vars.len()));
             }
         }
         self.step(conj, plan, &plan.steps, 0, emit)
@@ -1379,7 +1375,7 @@ impl<'a> Exec<'a> {
                 let mut key = std::mem::take(&mut self.key);
                 key.clear();
                 key.extend(vars.iter().map(|&v| self.binds[v as usize]));
-                let new = self.seen[*slot].insert(&key);
+                let new = self.seen[*slot].add(&key);
                 self.key = key;
                 if new {
                     self.step(conj, plan, steps, k + 1, emit)
