@@ -1553,9 +1553,7 @@ impl<'a> Exec<'a> {
             } else if same == 1 {
                 SubResult::Inline(body(group[0]).into())
             } else if sp.family.is_empty() {
-                these.clear();
-                these.extend(group.iter().map(|&i| body(i)));
-                SubResult::Aux(self.new_aux(these.iter().copied()))
+                SubResult::Aux(self.new_aux(group.iter().map(|&i| body(i))))
             } else {
                 these.clear();
                 these.extend(group.iter().map(|&i| body(i)));
