@@ -54,7 +54,8 @@ pub use native::{ChunkLoop, EntryChunks, Lanes, Native, NativeError, Width};
 pub use opaque::{Opaque, OpaqueError};
 pub use playout::{random_playout, random_playout_with, Playout, PlayoutError, Stall};
 pub use program::{
-    Entry, Gate, Layout, Lit, Loop, Loops, Op, OpaqueSlots, Output, Program, ProgramError, Slot, MAX_SLOTS,
+    Entry, Gate, Layout, Lit, Loop, Loops, Op, OpaqueSlots, Output, Program, ProgramError, Slot,
+    ValidProgram, MAX_SLOTS,
 };
 pub use rng::Rng;
 pub use rollout::{

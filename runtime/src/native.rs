@@ -42,7 +42,7 @@ use cranelift_module::FuncId;
 
 use crate::interp::{loop_pairs, neg_mask, normalize_kif, pack_bits, run_loop, OpaqueFill};
 use crate::opaque::{Opaque, OpaqueError};
-use crate::program::{Entry, Lit, Program, ProgramError};
+use crate::program::{Entry, Lit, Program, ProgramError, ValidProgram};
 use crate::state::PackedState;
 use crate::{FactIdx, Layout, Machine, MachineError, MoveIdx, RoleIdx};
 
@@ -418,7 +418,9 @@ impl Native {
     /// functions to typed pointers, the only place where that happens. A program with opaque
     /// atoms needs `opaque`, their evaluator (the code reads their slots, and the wrapper fills
     /// them); without one it is refused, as [`Interpreter::new`](crate::Interpreter::new) refuses
-    /// it. For a program without opaque atoms `opaque` is not used.
+    /// it. For a program without opaque atoms `opaque` is not used. The program comes validated
+    /// ([`ValidProgram`]), so that the caller, which needs a valid program to generate the code
+    /// in the first place, does not have this function check it a second time.
     ///
     /// # Safety
     ///
@@ -435,7 +437,7 @@ impl Native {
     /// Correctness (that the chunks compute the entry's gates) is not a safety matter; the
     /// differential tests check it against the interpreter.
     pub unsafe fn from_jit(
-        program: impl Into<Arc<Program>>,
+        program: ValidProgram,
         opaque: Option<Arc<dyn Opaque>>,
         module: JITModule,
         chunks: [EntryChunks; 5],
@@ -443,16 +445,14 @@ impl Native {
         let program: Arc<Program> = program.into();
         let has_x128 = chunks[0].x128.is_some();
         let x64_from_x128 = chunks[0].x64_from_x128;
-        let refusal = match program.validate() {
-            Err(e) => Some(NativeError::Program(e)),
-            // The generated code only reads the opaque slots; without an evaluator nothing
-            // could fill them.
-            Ok(()) if program.num_opaque() > 0 && opaque.is_none() => {
-                Some(NativeError::Program(ProgramError::NoOpaqueEvaluator {
-                    atoms: program.num_opaque(),
-                }))
-            }
-            Ok(()) => Entry::ALL
+        // The program was validated when the `ValidProgram` was made. The generated code only
+        // reads the opaque slots; without an evaluator nothing could fill them.
+        let refusal = if program.num_opaque() > 0 && opaque.is_none() {
+            Some(NativeError::Program(ProgramError::NoOpaqueEvaluator {
+                atoms: program.num_opaque(),
+            }))
+        } else {
+            Entry::ALL
                 .into_iter()
                 .find(|e| {
                     let c = &chunks[e.index()];
@@ -475,7 +475,7 @@ impl Native {
                             !loops_match(&program, *e, &c.loops, len)
                         })
                         .map(|entry| NativeError::InconsistentLoops { entry })
-                }),
+                })
         };
         if let Some(refusal) = refusal {
             // SAFETY: no pointer to the module's code has been taken yet, so freeing it cannot

@@ -44,7 +44,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Module, ModuleError};
 use propjet_runtime::{
     ChunkLoop, Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Opaque, Program,
-    ProgramError, Width,
+    ProgramError, ValidProgram, Width,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -370,9 +370,17 @@ pub fn lower_with(
     opaque: Option<Arc<dyn Opaque>>,
     options: &Options,
 ) -> Result<Lowered, LowerError> {
+    lower_valid(ValidProgram::new(program)?, opaque, options)
+}
+
+/// As [`lower_with`], for a program already validated, which is not checked again.
+pub fn lower_valid(
+    valid: ValidProgram,
+    opaque: Option<Arc<dyn Opaque>>,
+    options: &Options,
+) -> Result<Lowered, LowerError> {
     let start = Instant::now();
-    let program: Arc<Program> = program.into();
-    program.validate()?;
+    let program: &Program = &valid;
     if program.num_opaque() > 0 && opaque.is_none() {
         return Err(LowerError::Opaque(
             program.num_opaque(),
@@ -393,7 +401,7 @@ pub fn lower_with(
         speed: host_isa(options, true)?,
         plain: host_isa(options, false)?,
     };
-    let direct_possible = x64_host(&*isas.speed) && x64::fits(&program, Width::X128);
+    let direct_possible = x64_host(&*isas.speed) && x64::fits(program, Width::X128);
     let backend = match options.backend {
         Backend::Cranelift => Backend::Cranelift,
         Backend::Auto if direct_possible => Backend::X64,
@@ -416,7 +424,7 @@ pub fn lower_with(
         (false, _) => &[Width::X64],
     };
     let plan = Plan::new(
-        &program,
+        program,
         options.chunk_cost,
         widths,
         options.store_every_gate,
@@ -427,7 +435,7 @@ pub fn lower_with(
     );
     let compiled = compile_parallel(
         &isas,
-        &program,
+        program,
         &plan,
         options.threads.max(1),
         backend,
@@ -475,7 +483,7 @@ pub fn lower_with(
     // and a final `ret`. Loads and stores claim (or, for SSE2 memory operands, need)
     // alignment to the lane width, which `u64` arrays have and which the runtime checks for
     // 128-bit lanes.
-    let native = unsafe { Native::from_jit(program, opaque, module, chunks) }?;
+    let native = unsafe { Native::from_jit(valid, opaque, module, chunks) }?;
     Ok(Lowered {
         native,
         stats: LowerStats {
