@@ -112,7 +112,7 @@ fn main() {
                     break;
                 }
             };
-            let ((optimized, _), optimize) = timed(|| net::optimize(built, 8));
+            let ((optimized, _), optimize) = timed(|| net::optimize_built(built, 8));
             let (_, order) = timed(|| net::order(&optimized));
             stats = NetStats::of(&optimized).to_string();
             let now = [build, optimize, order];

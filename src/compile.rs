@@ -150,7 +150,7 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
 
     let start = Instant::now();
     let (mut net, passes) = if options.optimize {
-        net::optimize(built, options.max_rounds)
+        net::optimize_built(built, options.max_rounds)
     } else {
         (built, Vec::new())
     };

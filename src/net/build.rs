@@ -3,6 +3,7 @@
 //! fixpoint so that the net is acyclic.
 
 use super::factor::{factored_or, or_of, Bodies};
+use super::intern::Interner;
 use super::{BaseProp, GoalProp, InputProp, NetError, Node, NodeId, Propnet};
 use crate::ground::{AtomId, AtomKind, GroundLit, Grounded};
 use propjet_runtime::RoleIdx;
@@ -62,6 +63,8 @@ struct Builder<'g> {
     /// The rule bodies of the atom being built, and its rules of one literal.
     bodies: Bodies,
     plain: Vec<NodeId>,
+    /// The gates built so far, by content ([`push`]).
+    gates: Interner,
 }
 
 impl<'g> Builder<'g> {
@@ -99,11 +102,14 @@ impl<'g> Builder<'g> {
             true_node: NodeId(1),
             bodies: Bodies::default(),
             plain: Vec::new(),
+            // Chess builds about one gate for every three ground rules; the table grows if
+            // a game needs more.
+            gates: Interner::with_capacity(g.rules.len() / 2),
         }
     }
 
     fn push(&mut self, node: Node) -> Result<NodeId, NetError> {
-        push(&mut self.net.nodes, self.limits, node)
+        push(&mut self.net.nodes, &mut self.gates, self.limits, node)
     }
 
     fn run(mut self) -> Result<Propnet, NetError> {
@@ -337,8 +343,8 @@ impl<'g> Builder<'g> {
                 }
             }
         }
-        let (limits, nodes) = (self.limits, &mut self.net.nodes);
-        let mut add = |node| push(nodes, limits, node);
+        let (limits, nodes, gates) = (self.limits, &mut self.net.nodes, &mut self.gates);
+        let mut add = |node| push(nodes, gates, limits, node);
         let or = if factor || bodies.len() >= FACTOR_AS_BUILT {
             factored_or(&mut bodies, &plain, &mut add)
         } else {
@@ -448,11 +454,44 @@ fn sorted_dedup(xs: &mut [NodeId]) -> usize {
     len
 }
 
-/// Appends `node` to `nodes`, within the limit on nodes. The constant false is node 0 of every
-/// net as built, so that is the node of `Node::Const(false)`.
-fn push(nodes: &mut Vec<Node>, limits: &NetLimits, node: Node) -> Result<NodeId, NetError> {
+/// Appends `node` to `nodes`, within the limit on nodes, or returns the gate already there with
+/// the same content. The constant false is node 0 of every net as built, so that is the node
+/// of `Node::Const(false)`.
+///
+/// Gates are hash-consed as the merge pass does it: the operands of an and or an or are sorted
+/// and without repeats (an or of one operand stays an or, for the collapse pass), and a gate
+/// equal to one already built is that gate. Chess's ground rules repeat the same bodies over
+/// and over (the same test of a square written for many moves): built literally, its net
+/// was 1,454,733 components, of which the merge pass of the first round removed half, after
+/// building, counting and moving them. `not`s are shared by `Builder::negation` already.
+fn push(
+    nodes: &mut Vec<Node>,
+    gates: &mut Interner,
+    limits: &NetLimits,
+    mut node: Node,
+) -> Result<NodeId, NetError> {
     if node == Node::Const(false) {
         return Ok(NodeId(0));
+    }
+    let hash = match &mut node {
+        Node::And(ops) | Node::Or(ops) => {
+            ops.sort_unstable();
+            ops.dedup();
+            Some(gate_hash(&node))
+        }
+        _ => None,
+    };
+    if let Some(hash) = hash {
+        let id = nodes.len() as u32;
+        let found = gates.find_or_insert(
+            hash,
+            id,
+            |g| nodes[g as usize] == node,
+            |g| gate_hash(&nodes[g as usize]),
+        );
+        if let Some(found) = found {
+            return Ok(NodeId(found));
+        }
     }
     if nodes.len() >= limits.max_nodes {
         return Err(NetError::Limit {
@@ -463,6 +502,22 @@ fn push(nodes: &mut Vec<Node>, limits: &NetLimits, node: Node) -> Result<NodeId,
     }
     nodes.push(node);
     Ok(NodeId::from_index(nodes.len() - 1))
+}
+
+/// The hash of an and or an or by its kind and operands.
+fn gate_hash(node: &Node) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+    let mut h = BuildHasherDefault::<rustc_hash::FxHasher>::default().build_hasher();
+    let (kind, ops) = match node {
+        Node::And(ops) => (0u8, ops),
+        Node::Or(ops) => (1u8, ops),
+        _ => unreachable!("only ands and ors are hash-consed"),
+    };
+    kind.hash(&mut h);
+    ops.hash(&mut h);
+    // The table keeps the high half of the hash as a tag and indexes by the low half; the
+    // multiplication spreads the hasher's last mix over both.
+    h.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// Strongly connected components of the graph on `roots` and what they reach, each component

@@ -20,7 +20,7 @@ pub use build::{build, NetLimits, Recursion};
 pub use demand::add_demand;
 pub use dot::{to_dot, DOT_MAX_NODES};
 pub use order::order;
-pub use passes::{optimize, Pass, PassReport};
+pub use passes::{optimize, optimize_built, Pass, PassReport};
 pub use stats::NetStats;
 
 use propjet_runtime::RoleIdx;

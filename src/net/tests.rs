@@ -518,3 +518,81 @@ fn folding_and_collapsing_skip_the_rewrite_exactly_when_it_would_change_nothing(
         "{skipped:?} {rewritten:?}"
     );
 }
+
+/// The builder hash-conses its gates as the merge pass would: every and and or has its
+/// operands sorted and distinct and no two gates are alike, so `optimize_built`, which skips
+/// the first round's merge, gives the net `optimize` gives. Two views with the same body of
+/// two literals share one and, and the shipped games check the rest.
+#[test]
+fn the_built_net_is_merged_already() {
+    let atoms = vec![
+        atom(AtomKind::True, "p"),               // 0
+        atom(AtomKind::True, "q"),               // 1
+        atom(AtomKind::View, "u"),               // 2
+        atom(AtomKind::View, "v"),               // 3
+        atom(AtomKind::Terminal, "terminal"),    // 4
+        atom(AtomKind::Next, "p"),               // 5
+        atom(AtomKind::Next, "q"),               // 6
+        atom(AtomKind::Does { role: 0 }, "go"),  // 7
+        atom(AtomKind::Legal { role: 0 }, "go"), // 8
+    ];
+    let mut rules = GroundRules::new();
+    for (head, body) in [
+        rule(2, &[lit(0, false), lit(1, true)]),
+        rule(3, &[lit(1, true), lit(0, false)]),
+        rule(4, &[lit(2, false), lit(3, false)]),
+        rule(5, &[lit(3, false), lit(7, false)]),
+        rule(6, &[lit(2, false), lit(7, false)]),
+        rule(8, &[lit(1, true)]),
+    ] {
+        rules.push(head, &body);
+    }
+    let g = Grounded {
+        roles: vec!["a".into()],
+        atoms,
+        rules,
+        init: vec![AtomId(0)],
+    };
+    let net = build(&g, &NetLimits::default()).expect("builds");
+    let u = net.views.iter().find(|(n, _)| n == "u").expect("u is a view").1;
+    let v = net.views.iter().find(|(n, _)| n == "v").expect("v is a view").1;
+    assert_eq!(u, v, "two views with one body are one gate");
+    assert_eq!(net.terminal, u, "u ∧ v is u, with no gate of one operand");
+    assert_merged(&net);
+
+    let games = [
+        "breakthrough",
+        "buttons",
+        "connectfour",
+        "doubletictactoe",
+        "race",
+    ];
+    for game in games {
+        let path = format!("{}/games/{game}.kif", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("a shipped game");
+        let desc = crate::gdl::parse(&text).expect("parses");
+        let g = crate::ground::ground(&desc, &Default::default()).expect("grounds");
+        let net = build(&g, &NetLimits::default()).expect("builds");
+        assert_merged(&net);
+        let (a, _) = optimize(net.clone(), 8);
+        let (b, _) = optimize_built(net, 8);
+        assert_eq!(shape(&a), shape(&b), "{game}: optimize_built and optimize differ");
+    }
+}
+
+/// Asserts that no two gates of `net` are alike and that every and and or has sorted,
+/// distinct operands.
+fn assert_merged(net: &Propnet) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, node) in net.nodes.iter().enumerate() {
+        if let Node::And(ops) | Node::Or(ops) = node {
+            assert!(ops.windows(2).all(|w| w[0] < w[1]), "node {i}: {node:?}");
+        }
+        if node.is_gate() {
+            assert!(
+                seen.insert(node.clone()),
+                "node {i} repeats an earlier gate: {node:?}"
+            );
+        }
+    }
+}
