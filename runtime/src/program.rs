@@ -845,6 +845,10 @@ impl Program {
     /// Fills [`Program::entry_gates`] with each entry's transitive fan-in, ascending: exactly the
     /// gates its outputs need. The compiler calls it once the gates are ordered.
     pub fn compute_entry_gates(&mut self) {
+        if self.loops.loops.is_empty() {
+            self.compute_entry_gates_at_once();
+            return;
+        }
         for entry in Entry::ALL {
             let (needed, loops) = self.needed_with_loops(self.outputs(entry));
             self.entry_gates[entry.index()] = needed
@@ -867,6 +871,52 @@ impl Program {
             .filter(|&(_, &n)| n)
             .map(|(g, _)| g as u32)
             .collect();
+    }
+
+    /// [`Program::compute_entry_gates`] for a program without loops, all entries in one sweep
+    /// from the last gate back, each gate carrying one bit per entry that needs it, instead of
+    /// one sweep per entry (chess: 529,000 gates and 3.8 million operands, read five times).
+    fn compute_entry_gates_at_once(&mut self) {
+        let first = self.first_gate_slot();
+        let count = self.gates.len();
+        let gate_of = |lit: &Lit| (lit.slot() as usize).checked_sub(first);
+        // Bit `i` of a gate's mask: `Entry::ALL[i]` needs it.
+        let mut mask = vec![0u8; count];
+        for entry in Entry::ALL {
+            for g in self.outputs(entry).iter().filter_map(gate_of) {
+                if g < count {
+                    mask[g] |= 1 << entry.index();
+                }
+            }
+        }
+        for g in (0..count).rev() {
+            let m = mask[g];
+            if m == 0 {
+                continue;
+            }
+            for h in self.gate_operands(g).unwrap_or(&[]).iter().filter_map(gate_of) {
+                if h < g {
+                    mask[h] |= m;
+                }
+            }
+        }
+        for entry in Entry::ALL {
+            let bit = 1 << entry.index();
+            self.entry_gates[entry.index()] = (0..count as u32)
+                .filter(|&g| mask[g as usize] & bit != 0)
+                .collect();
+            self.loops.entry_loops[entry.index()] = Vec::new();
+        }
+        self.opaque.demand_gates = if self.opaque.demand.is_empty() {
+            Vec::new()
+        } else {
+            self.needed_by(&self.opaque.demand)
+                .iter()
+                .enumerate()
+                .filter(|&(_, &n)| n)
+                .map(|(g, _)| g as u32)
+                .collect()
+        };
     }
 
     /// Checks every structural promise the executors rely on: table lengths agree with the
