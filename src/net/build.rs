@@ -63,8 +63,9 @@ struct Builder<'g> {
     /// The rule bodies of the atom being built, and its rules of one literal.
     bodies: Bodies,
     plain: Vec<NodeId>,
-    /// The gates built so far, by content ([`push`]).
+    /// The gates built so far, by content ([`push`]), and a buffer of hashes.
     gates: Interner,
+    hashes: Vec<u64>,
 }
 
 impl<'g> Builder<'g> {
@@ -104,6 +105,7 @@ impl<'g> Builder<'g> {
             bodies: Bodies::default(),
             plain: Vec::new(),
             gates,
+            hashes: Vec::new(),
         }
     }
 
@@ -342,9 +344,21 @@ impl<'g> Builder<'g> {
                 }
             }
         }
+        let factored = factor || bodies.len() >= FACTOR_AS_BUILT;
+        if !factored && bodies.len() > 1 {
+            // The table is larger than the cache on the large games, and nearly every lookup
+            // waits for memory: the slots of all the ands about to be written are loaded
+            // first, one after the other, so that those waits overlap (alexChess writes
+            // 660,000 ands under 100,000 ors), as the merge pass does ([`Interner::touch`]).
+            let mut hashes = std::mem::take(&mut self.hashes);
+            hashes.clear();
+            hashes.extend((0..bodies.len()).map(|k| hash_of(AND, bodies.get(k))));
+            self.gates.touch(&hashes);
+            self.hashes = hashes;
+        }
         let (limits, nodes, gates) = (self.limits, &mut self.net.nodes, &mut self.gates);
         let mut add = |node| push(nodes, gates, limits, node);
-        let or = if factor || bodies.len() >= FACTOR_AS_BUILT {
+        let or = if factored {
             factored_or(&mut bodies, &plain, &mut add)
         } else {
             or_of(&bodies, &plain, &mut add)
@@ -516,13 +530,19 @@ fn push(
 
 /// The hash of an and or an or by its kind and operands.
 fn gate_hash(node: &Node) -> u64 {
+    match node {
+        Node::And(ops) => hash_of(AND, ops),
+        Node::Or(ops) => hash_of(OR, ops),
+        _ => unreachable!("only ands and ors are hash-consed"),
+    }
+}
+
+const AND: u8 = 0;
+const OR: u8 = 1;
+
+fn hash_of(kind: u8, ops: &[NodeId]) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
     let mut h = BuildHasherDefault::<rustc_hash::FxHasher>::default().build_hasher();
-    let (kind, ops) = match node {
-        Node::And(ops) => (0u8, ops),
-        Node::Or(ops) => (1u8, ops),
-        _ => unreachable!("only ands and ors are hash-consed"),
-    };
     kind.hash(&mut h);
     ops.hash(&mut h);
     // The table keeps the high half of the hash as a tag and indexes by the low half; the
