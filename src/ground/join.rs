@@ -305,6 +305,29 @@ pub(crate) struct SubPlan {
     /// they form a family, and `Exec::solve_sub` writes each one's auxiliary atom in terms of
     /// the family's. Empty unless some given variable is of the static kind.
     pub family: Box<[usize]>,
+    /// For a sub-join with a family, the group split into what the family shares and what
+    /// tells its members apart, when that split can be planned (see [`Split`]).
+    pub split: Option<Split>,
+}
+
+/// A family's sub-join taken apart: the literals that read no static given variable (every
+/// dynamic one among them) have the same solutions for every member of a family, so they are
+/// solved once per family; the static literals and tests that read a member's own variables
+/// then only filter those solutions. In chess, the attackers of a king square are found once
+/// per family (owner, king square, ignored square), and each captured square only tests
+/// `different_cells` on them, instead of finding them again for each of the 64.
+#[derive(Clone, Debug)]
+pub(crate) struct Split {
+    /// The plan of the shared literals, binding the sub-join's out variables and `link`.
+    pub shared: Vec<Step>,
+    /// The variables the shared literals bind that the filter reads.
+    pub link: Box<[u32]>,
+    /// The plan of the static literals and tests, run as an existence test once the given
+    /// variables and `link` are bound.
+    pub filter: Vec<Step>,
+    /// The variables bound before the filter runs that it reads: its answer depends on their
+    /// values alone.
+    pub reads: Box<[u32]>,
 }
 
 /// A join plan for one conjunction.
@@ -635,8 +658,12 @@ impl Planner<'_> {
         for &v in &grp.open {
             needed[v as usize] = true;
         }
+        let first = subs.len();
         let mut steps = self.level(grp.items.clone(), &mut inner, &needed, subs, relations, store);
         mark_exists_only(self.conj, &mut steps, subs, &mut needed);
+        // A sub-join nested in this one makes auxiliary atoms of its own, which a split plan
+        // would not make the same way: only flat groups are split.
+        let flat = subs.len() == first;
         // A given variable read only by static literals and tests changes which solutions
         // pass, never what a solution's ground literals are.
         let carried = |v: u32| {
@@ -651,13 +678,100 @@ impl Planner<'_> {
         } else {
             Vec::new()
         };
+        let split = if family.is_empty() || !flat {
+            None
+        } else {
+            self.split(grp, &family, bound, subs, relations, store)
+        };
         subs.push(SubPlan {
             steps,
             given: grp.given.clone().into(),
             out: grp.open.clone().into(),
             family: family.into(),
+            split,
         });
         Step::Sub { sub: subs.len() - 1 }
+    }
+
+    /// The split of family sub-join `grp` (see [`Split`]), or `None` when the literals that
+    /// read a static given variable bind something the others need, or either part would
+    /// hold a sub-join of its own (whose auxiliary atoms would differ from those of the group
+    /// planned whole).
+    fn split(
+        &self,
+        grp: &Group,
+        family: &[usize],
+        bound: &[bool],
+        subs: &mut Vec<SubPlan>,
+        relations: &mut [Relation],
+        store: &TermStore,
+    ) -> Option<Split> {
+        let n = self.conj.nvars;
+        let mut fixed = vec![false; n];
+        for (j, &v) in grp.given.iter().enumerate() {
+            fixed[v as usize] = !family.contains(&j);
+        }
+        let (filter_items, shared_items): (Vec<usize>, Vec<usize>) = grp
+            .items
+            .iter()
+            .partition(|&&i| self.vars(i).iter().any(|&v| fixed[v as usize]));
+        // What the shared literals can read: the family's given variables and what their own
+        // positive literals bind.
+        let mut avail: Vec<bool> = (0..n).map(|v| bound[v] && !fixed[v]).collect();
+        for &i in &shared_items {
+            if matches!(self.conj.body[i], Item::Pos(_)) {
+                self.conj.body[i].for_each_var(&mut |v| avail[v as usize] = true);
+            }
+        }
+        let readable = shared_items
+            .iter()
+            .all(|&i| self.vars(i).iter().all(|&v| avail[v as usize]));
+        if !readable || grp.open.iter().any(|&v| !avail[v as usize]) {
+            return None;
+        }
+        let mut link: Vec<u32> = Vec::new();
+        for &i in &filter_items {
+            for v in self.vars(i) {
+                if avail[v as usize] && !bound[v as usize] && !link.contains(&v) {
+                    link.push(v);
+                }
+            }
+        }
+        link.sort_unstable();
+        let mut needed = vec![false; n];
+        for &v in grp.open.iter().chain(&link) {
+            needed[v as usize] = true;
+        }
+        let mut inner: Vec<bool> = (0..n).map(|v| bound[v] && !fixed[v]).collect();
+        let before = subs.len();
+        let mut shared = self.level(shared_items, &mut inner, &needed, subs, relations, store);
+        mark_exists_only(self.conj, &mut shared, subs, &mut needed);
+        let mut inner = bound.to_vec();
+        for &v in &link {
+            inner[v as usize] = true;
+        }
+        let mut reads: Vec<u32> = Vec::new();
+        for &i in &filter_items {
+            for v in self.vars(i) {
+                if inner[v as usize] && !reads.contains(&v) {
+                    reads.push(v);
+                }
+            }
+        }
+        reads.sort_unstable();
+        let mut needed = vec![false; n];
+        let mut filter = self.level(filter_items, &mut inner, &needed, subs, relations, store);
+        mark_exists_only(self.conj, &mut filter, subs, &mut needed);
+        if subs.len() > before {
+            subs.truncate(before);
+            return None;
+        }
+        Some(Split {
+            shared,
+            link: link.into(),
+            filter,
+            reads: reads.into(),
+        })
     }
 }
 
@@ -778,6 +892,10 @@ pub(crate) fn plan(
     finish_indexes(&mut steps, relations, store);
     for sub in &mut subs {
         finish_indexes(&mut sub.steps, relations, store);
+        if let Some(split) = &mut sub.split {
+            finish_indexes(&mut split.shared, relations, store);
+            finish_indexes(&mut split.filter, relations, store);
+        }
     }
     Plan { steps, subs }
 }
@@ -1047,6 +1165,62 @@ struct Family {
     without: FxHashMap<usize, u32>,
 }
 
+/// The solutions of the shared part of a split sub-join (see [`Split`]), found once per
+/// family, and the entries of the sets of them its members keep.
+struct FamilySolutions {
+    /// The family number of each binding of the family's given variables.
+    memo: Memo<u32>,
+    /// Where each family's solutions start (family `f` has `first[f]..first[f + 1]`).
+    first: Vec<u32>,
+    /// Per solution: its out values, its link values and where its body ends in `lits` (it
+    /// starts where the previous one ends), as `Exec::solve_sub` keeps them.
+    vals: Vec<TermId>,
+    links: Vec<TermId>,
+    lits: Vec<OutLit>,
+    ends: Vec<u32>,
+    /// The entries of a family's members by the set of its solutions they keep (a bit per
+    /// solution, for families of at most 64), where those entries depend on the set alone.
+    sets: FxHashMap<(u32, u64), SubEntries>,
+    /// The filter's answer by the values of the variables it reads (`Split::reads`). In
+    /// chess these are the captured and the attacker square: 4,096 answers for 14 million
+    /// filterings, found in a small table rather than in the index of `different_cells`.
+    passes: Memo<bool>,
+}
+
+/// The most answers of a filter `FamilySolutions::passes` keeps.
+const MAX_PASSES: usize = 1 << 20;
+
+impl Default for FamilySolutions {
+    /// An empty placeholder, without allocating (see `Exec::solve_split`).
+    fn default() -> Self {
+        FamilySolutions {
+            memo: Memo::new(0),
+            first: Vec::new(),
+            vals: Vec::new(),
+            links: Vec::new(),
+            lits: Vec::new(),
+            ends: Vec::new(),
+            sets: FxHashMap::default(),
+            passes: Memo::new(0),
+        }
+    }
+}
+
+impl FamilySolutions {
+    fn new(width: usize, reads: usize) -> Self {
+        FamilySolutions {
+            passes: Memo::new(reads),
+            memo: Memo::new(width),
+            first: vec![0],
+            vals: Vec::new(),
+            links: Vec::new(),
+            lits: Vec::new(),
+            ends: Vec::new(),
+            sets: FxHashMap::default(),
+        }
+    }
+}
+
 /// A sub-join's results for one binding of its given variables.
 type SubEntries = Rc<[(Box<[TermId]>, SubResult)]>;
 
@@ -1101,6 +1275,13 @@ pub(crate) struct Exec<'a> {
     /// the check tests of ignored squares off the king's lines) takes that family's atoms
     /// rather than making its members again.
     shared: Vec<FxHashMap<Box<[u32]>, u32>>,
+    /// For each sub-join with a split plan, the solutions of its families.
+    split_sols: Vec<FamilySolutions>,
+    /// Whether the entries `solve_sub` gave last are kept by their family's set of solutions
+    /// (see `Exec::solve_split`), so that the same binding finds them again there. Cleared
+    /// by `family_aux` when the atom it gives does not follow from the set of solutions alone
+    /// (it was compared with the family's reference, which changes).
+    by_set: bool,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
     seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
@@ -1113,8 +1294,10 @@ pub(crate) struct Exec<'a> {
     sol_vals: Vec<TermId>,
     sol_lits: Vec<OutLit>,
     sol_ends: Vec<u32>,
-    /// Scratch space for a family's key, and for the content of a set of solutions.
+    /// Scratch space for a family's key, for a filter's key, and for the content of a set of
+    /// solutions.
     fkey: Vec<TermId>,
+    filter_key: Vec<TermId>,
     content_ids: Vec<u32>,
     content_ranges: Vec<(u32, u32)>,
     content_out: Vec<u32>,
@@ -1154,6 +1337,8 @@ impl<'a> Exec<'a> {
             families: Vec::new(),
             canon: &[],
             shared: Vec::new(),
+            split_sols: Vec::new(),
+            by_set: true,
             seen: Vec::new(),
             delta_keep: &[],
             last: Vec::new(),
@@ -1161,6 +1346,7 @@ impl<'a> Exec<'a> {
             sol_lits: Vec::new(),
             sol_ends: Vec::new(),
             fkey: Vec::new(),
+            filter_key: Vec::new(),
             content_ids: Vec::new(),
             content_ranges: Vec::new(),
             content_out: Vec::new(),
@@ -1185,6 +1371,12 @@ impl<'a> Exec<'a> {
         self.families.resize_with(plan.subs.len(), FxHashMap::default);
         self.shared.clear();
         self.shared.resize_with(plan.subs.len(), FxHashMap::default);
+        self.split_sols.clear();
+        self.split_sols.extend(
+            plan.subs.iter().map(|sp| {
+                FamilySolutions::new(sp.family.len(), sp.split.as_ref().map_or(0, |s| s.reads.len()))
+            }),
+        );
         self.last.clear();
         self.last.resize(plan.subs.len(), None);
         self.seen.clear();
@@ -1400,7 +1592,12 @@ impl<'a> Exec<'a> {
                         // Nested sub-joins use the scratch key while this one is solved, so
                         // this binding stays in `key` until it is remembered below.
                         let r = self.solve_sub(conj, plan, *sub)?;
-                        self.memo[*sub].insert(&key, r.clone());
+                        // Entries kept by their family's set of solutions are found again
+                        // there at less cost than a memo of every binding would take (chess's
+                        // check test asks each of its 940,000 bindings once).
+                        if sp.split.is_none() || !self.by_set {
+                            self.memo[*sub].insert(&key, r.clone());
+                        }
                         r
                     }
                 };
@@ -1444,7 +1641,6 @@ impl<'a> Exec<'a> {
     fn solve_sub(&mut self, conj: &Conj, plan: &Plan, sub: usize) -> Result<SubEntries, Stop> {
         let sp = &plan.subs[sub];
         let steps = &sp.steps;
-        let mark = self.lits.len();
         if self.mode == Mode::Derive {
             if sp.out.is_empty() {
                 return match self.step(conj, plan, steps, 0, &mut |_| Err(Stop::Found)) {
@@ -1470,6 +1666,9 @@ impl<'a> Exec<'a> {
                 .map(|v| (v, SubResult::Inline(Box::new([]))))
                 .collect());
         }
+        if let Some(split) = &sp.split {
+            return self.solve_split(conj, plan, sub, split);
+        }
         // The solutions go one after another into two arrays (their out values, and their
         // bodies), rather than a vector each: chess's check test solves sub-joins about a
         // million times, and allocating every solution was a tenth of its grounding.
@@ -1479,12 +1678,47 @@ impl<'a> Exec<'a> {
         vals.clear();
         lits.clear();
         ends.clear();
-        let solved = self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
+        let solved = self.collect(
+            conj,
+            plan,
+            steps,
+            &sp.out,
+            &[],
+            &mut vals,
+            &mut Vec::new(),
+            &mut lits,
+            &mut ends,
+        );
+        let result = solved.map(|()| self.entries(sub, sp, &vals, &lits, &ends));
+        self.sol_vals = vals;
+        self.sol_lits = lits;
+        self.sol_ends = ends;
+        result
+    }
+
+    /// Runs `steps` (a sub-join's) and appends each solution: its `out` values to `vals`, its
+    /// `link` values to `links`, its body (sorted, without repeats) to `lits` and the body's
+    /// end to `ends`. A body with both `x` and `(not x)` never holds and is left out.
+    #[allow(clippy::too_many_arguments)]
+    fn collect(
+        &mut self,
+        conj: &Conj,
+        plan: &Plan,
+        steps: &[Step],
+        out: &[u32],
+        link: &[u32],
+        vals: &mut Vec<TermId>,
+        links: &mut Vec<TermId>,
+        lits: &mut Vec<OutLit>,
+        ends: &mut Vec<u32>,
+    ) -> Result<(), Stop> {
+        let mark = self.lits.len();
+        self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
             let start = lits.len();
             lits.extend_from_slice(&ex.lits[mark..]);
             // A body of one literal (each attacker of chess's check test) is sorted already.
             if lits.len() - start > 1 {
-                sort_dedup_from(&mut lits, start);
+                sort_dedup_from(lits, start);
                 // Both x and (not x): this solution never holds.
                 if lits[start..]
                     .windows(2)
@@ -1494,11 +1728,146 @@ impl<'a> Exec<'a> {
                     return Ok(());
                 }
             }
-            vals.extend(sp.out.iter().map(|&v| ex.binds[v as usize]));
+            vals.extend(out.iter().map(|&v| ex.binds[v as usize]));
+            links.extend(link.iter().map(|&v| ex.binds[v as usize]));
             ends.push(lits.len() as u32);
             Ok(())
-        });
-        let result = solved.map(|()| self.entries(sub, sp, &vals, &lits, &ends));
+        })
+    }
+
+    /// `solve_sub` for a sub-join with a split plan: the shared part's solutions are those
+    /// of the binding's family, found the first time the family is asked for, and the
+    /// binding keeps those that pass the filter. They are the solutions the whole group
+    /// would have (the filter reads only what the given variables and the links bind, and
+    /// adds no literal), so the entries are the same; members that keep the same set of a
+    /// family's solutions get the same entries, made once, where they follow from the set.
+    fn solve_split(
+        &mut self,
+        conj: &Conj,
+        plan: &Plan,
+        sub: usize,
+        split: &Split,
+    ) -> Result<SubEntries, Stop> {
+        let mut fam = std::mem::take(&mut self.split_sols[sub]);
+        let result = self.solve_split_in(conj, plan, sub, split, &mut fam);
+        self.split_sols[sub] = fam;
+        result
+    }
+
+    fn solve_split_in(
+        &mut self,
+        conj: &Conj,
+        plan: &Plan,
+        sub: usize,
+        split: &Split,
+        fam: &mut FamilySolutions,
+    ) -> Result<SubEntries, Stop> {
+        let sp = &plan.subs[sub];
+        let mut fkey = std::mem::take(&mut self.fkey);
+        fkey.clear();
+        fkey.extend(sp.family.iter().map(|&j| self.binds[sp.given[j] as usize]));
+        let known = fam.memo.get(&fkey).copied();
+        let f = match known {
+            Some(f) => f,
+            None => {
+                let f = (fam.first.len() - 1) as u32;
+                self.collect(
+                    conj,
+                    plan,
+                    &split.shared,
+                    &sp.out,
+                    &split.link,
+                    &mut fam.vals,
+                    &mut fam.links,
+                    &mut fam.lits,
+                    &mut fam.ends,
+                )
+                .inspect_err(|_| {
+                    // Leave the arrays as they were, so that the family can be asked again.
+                    let at = fam.first[f as usize] as usize;
+                    let lit_at = if at == 0 { 0 } else { fam.ends[at - 1] as usize };
+                    fam.vals.truncate(at * sp.out.len());
+                    fam.links.truncate(at * split.link.len());
+                    fam.ends.truncate(at);
+                    fam.lits.truncate(lit_at);
+                })?;
+                fam.first.push(fam.ends.len() as u32);
+                fam.memo.insert(&fkey, f);
+                f
+            }
+        };
+        self.fkey = fkey;
+        let (lo, hi) = (fam.first[f as usize] as usize, fam.first[f as usize + 1] as usize);
+        let (nout, nlink) = (sp.out.len(), split.link.len());
+        let mut vals = std::mem::take(&mut self.sol_vals);
+        let mut lits = std::mem::take(&mut self.sol_lits);
+        let mut ends = std::mem::take(&mut self.sol_ends);
+        vals.clear();
+        lits.clear();
+        ends.clear();
+        let mut bits = 0u64;
+        let mut failed = None;
+        for i in lo..hi {
+            let trail = self.trail.len();
+            for (&v, &t) in split.link.iter().zip(&fam.links[i * nlink..(i + 1) * nlink]) {
+                self.binds[v as usize] = t;
+                self.trail.push(v);
+            }
+            let mut key = std::mem::take(&mut self.filter_key);
+            key.clear();
+            key.extend(split.reads.iter().map(|&v| self.binds[v as usize]));
+            let pass = match fam.passes.get(&key) {
+                Some(&pass) => Ok(pass),
+                None => match self.step(conj, plan, &split.filter, 0, &mut |_| Err(Stop::Found)) {
+                    Ok(()) => Ok(false),
+                    Err(Stop::Found) => Ok(true),
+                    Err(e) => Err(e),
+                }
+                .inspect(|&pass| {
+                    if fam.passes.keys.len() < MAX_PASSES * split.reads.len().max(1) {
+                        fam.passes.insert(&key, pass);
+                    }
+                }),
+            };
+            self.filter_key = key;
+            self.undo(trail);
+            match pass {
+                Ok(false) => continue,
+                Ok(true) => {}
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            if i - lo < 64 {
+                bits |= 1 << (i - lo);
+            }
+            let start = if i == 0 { 0 } else { fam.ends[i - 1] as usize };
+            lits.extend_from_slice(&fam.lits[start..fam.ends[i] as usize]);
+            ends.push(lits.len() as u32);
+            vals.extend_from_slice(&fam.vals[i * nout..(i + 1) * nout]);
+        }
+        let result = match failed {
+            Some(e) => Err(e),
+            None => {
+                let small = hi - lo <= 64;
+                match fam.sets.get(&(f, bits)).filter(|_| small) {
+                    Some(e) => {
+                        self.by_set = true;
+                        Ok(e.clone())
+                    }
+                    None => {
+                        self.by_set = true;
+                        let e = self.entries(sub, sp, &vals, &lits, &ends);
+                        self.by_set &= small;
+                        if self.by_set {
+                            fam.sets.insert((f, bits), e.clone());
+                        }
+                        Ok(e)
+                    }
+                }
+            }
+        };
         self.sol_vals = vals;
         self.sol_lits = lits;
         self.sol_ends = ends;
@@ -1604,6 +1973,7 @@ impl<'a> Exec<'a> {
                 return n;
             }
         }
+        self.by_set &= known;
         let n = self.family_aux_made(sub, fkey, these);
         if known {
             self.shared[sub].insert(content.as_slice().into(), n);

@@ -886,3 +886,50 @@ fn a_rule_subsumed_by_another_derives_nothing_and_the_program_is_the_same() {
     );
     assert!(agrees(src, 10) > 0);
 }
+
+/// A check test in the shape of chess's: "some piece of the other side, other than the one
+/// at `?c`, attacks `?k`", called under negation with every argument bound. Its sub-join is
+/// a family over the captured square `?c` and the attacked square `?k`, which only static
+/// literals read: the pieces are found once per side and each call only filters them.
+const CHECK_TEST: &str = "
+    (role white) (role black)
+    (opp white black) (opp black white)
+    (cell 1) (cell 2) (cell 3) (cell 4) (cell 5)
+    (adj 1 2) (adj 2 1) (adj 2 3) (adj 3 2) (adj 3 4) (adj 4 3) (adj 4 5) (adj 5 4)
+    (<= (attacks ?u ?k) (adj ?u ?k))
+    (<= (attacks ?u ?k) (adj ?u ?m) (adj ?m ?k) (distinct ?u ?k))
+    (<= (differ ?a ?b) (cell ?a) (cell ?b) (distinct ?a ?b))
+    (succ 0 1) (succ 1 2) (succ 2 3) (succ 3 4) (succ 4 5)
+    (init (piece black 1)) (init (piece black 4)) (init (piece white 2)) (init (piece white 5))
+    (init (king white 3)) (init (king black 4)) (init (control white)) (init (step 0))
+    (<= (exposed ?p ?c ?k) (opp ?p ?q) (true (piece ?q ?u)) (attacks ?u ?k) (differ ?c ?u))
+    (<= (legal ?p (take ?c)) (true (control ?p)) (opp ?p ?q) (true (piece ?q ?c))
+        (true (king ?p ?k)) (not (exposed ?p ?c ?k)))
+    (<= (legal ?p pass) (true (control ?p)))
+    (<= (legal ?p noop) (role ?p) (not (true (control ?p))))
+    (<= (taken ?c) (does ?p (take ?c)))
+    (<= (next (piece ?q ?c)) (true (piece ?q ?c)) (not (taken ?c)))
+    (<= (next (king ?p ?k)) (true (king ?p ?k)))
+    (<= (next (control ?q)) (true (control ?p)) (opp ?p ?q))
+    (<= (next (step ?n)) (true (step ?m)) (succ ?m ?n))
+    (<= terminal (true (step 5)))
+    (<= (goal ?p 100) (role ?p))
+";
+
+#[test]
+fn a_check_test_solved_once_per_family_keeps_every_members_solutions() {
+    let g = ground_src(CHECK_TEST);
+    let all = rules(&g);
+    // White's king on 3 is attacked by black's pieces on 1 and 4: taking either leaves the
+    // other, so `exposed` holds for both captures, and taking on 2 or 5 (no black piece)
+    // leaves both. Each of these reads the black pieces as the rules' literals.
+    let bodies: Vec<&String> = all
+        .iter()
+        .filter(|r| r.starts_with("(exposed white 1 3) <="))
+        .collect();
+    assert!(!bodies.is_empty(), "{all:#?}");
+    let text = all.join("\n");
+    assert!(text.contains("(true (piece black 4))"), "{text}");
+    assert!(g.atoms.iter().any(|a| a.text == "(exposed white 4 3)"), "{text}");
+    agrees(CHECK_TEST, 30);
+}
