@@ -26,9 +26,6 @@ struct Scratch {
     candidates: Vec<Range<usize>>,
     group: Vec<usize>,
     used: Vec<bool>,
-    /// For each node, the call of [`groups_of`] (`stamp`) that last met it as an operand.
-    seen: Vec<u32>,
-    stamp: u32,
 }
 
 impl Bodies {
@@ -97,13 +94,11 @@ fn groups_of<E>(
         candidates,
         group,
         used,
-        seen,
-        stamp,
     } = scratch;
     used.clear();
     used.resize(bodies.len(), false);
     let mut groups = Vec::new();
-    if bodies.len() < 2 || !shares_an_operand(bodies, seen, stamp) {
+    if bodies.len() < 2 {
         return Ok(groups);
     }
     // Each operand with the ands that hold it: (operand, and) pairs sorted, so that the
@@ -189,34 +184,6 @@ fn groups_of<E>(
         groups.push(add(Node::And(vec![shared, inner]))?);
     }
     Ok(groups)
-}
-
-/// Whether some operand is in two of the ands of `bodies` (each without repeats); when none
-/// is, there is no group to factor. Most ors the factor pass meets have none, and this one
-/// pass over the operands spares them the sort of every (operand, and) pair. A few operands
-/// are compared with each other; more are marked in `seen`, indexed by node, with a number
-/// of this call (`stamp`), which the inner ors of a factored group, whose fresh buffers have
-/// no `seen` yet, seldom need.
-fn shares_an_operand(bodies: &Bodies, seen: &mut Vec<u32>, stamp: &mut u32) -> bool {
-    const FEW: usize = 16;
-    let ops = &bodies.ops[..bodies.ends.last().map_or(0, |&e| e as usize)];
-    if ops.len() <= FEW {
-        // An and that repeated an operand would only send the or on to the full search.
-        return ops.iter().enumerate().any(|(i, x)| ops[i + 1..].contains(x));
-    }
-    *stamp = stamp.wrapping_add(1);
-    if *stamp == 0 {
-        // The stamps have come round: forget them all.
-        seen.fill(0);
-        *stamp = 1;
-    }
-    ops.iter().any(|x| {
-        let i = x.index();
-        if i >= seen.len() {
-            seen.resize((i + 1).next_power_of_two(), 0);
-        }
-        std::mem::replace(&mut seen[i], *stamp) == *stamp
-    })
 }
 
 /// The or of `plain` and of the ands of `bodies` (as [`factor_groups`] takes them), factored;
