@@ -522,22 +522,45 @@ fn choose_signs(arena: &Arena, refs: &[u32], outputs: &Outputs) -> Vec<bool> {
     flip
 }
 
+/// What one node of the emitted net is, decided by [`emit`]'s first sweep: the nodes are
+/// numbered there, and made from these in a second sweep that needs no other order.
+#[derive(Copy, Clone)]
+enum Slot {
+    /// A constant.
+    Const(bool),
+    /// The leaf or and of this number in the signed arena.
+    Signed(u32),
+    /// The `not` of the node that stores this signed node.
+    Not(u32),
+}
+
+/// Below this many nodes, [`emit`] makes the nodes on one thread: starting a second costs
+/// more than it saves.
+const EMIT_SPLIT: usize = 1 << 16;
+
 /// Writes the signed net back as a propnet with and, or and not gates, each and computed with
 /// the sign `flip` gives it; `old` supplies everything but the nodes.
+///
+/// In two sweeps: the first numbers the nodes (each signed node the outputs need, each
+/// constant and `not` where its first reader meets it), the second makes them. Making them
+/// is most of the work, a vector of operands to allocate, fill and sort for each gate, and
+/// each node depends only on the numbers, so on a large net the two halves of the arena are
+/// made on two threads.
 fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Propnet) -> Propnet {
     let n = arena.nodes.len();
-    let mut nodes: Vec<Node> = Vec::with_capacity(n);
+    let mut slots: Vec<Slot> = Vec::with_capacity(n);
     // The node that computes each signed node as stored (negated where flipped), and the
     // `not` of it once a reader needs one.
     let mut stored: Vec<Option<NodeId>> = vec![None; n];
     let mut not: Vec<Option<NodeId>> = vec![None; n];
     let mut constants: [Option<NodeId>; 2] = [None; 2];
-    let add = |nodes: &mut Vec<Node>, node: Node| {
-        nodes.push(node);
-        NodeId::from_index(nodes.len() - 1)
+    let add = |slots: &mut Vec<Slot>, slot: Slot| {
+        slots.push(slot);
+        NodeId::from_index(slots.len() - 1)
     };
-    // The node for `l` read by a reader computed with sign `reader_flip`.
-    let read = |nodes: &mut Vec<Node>,
+    // The node for `l` read by a reader computed with sign `reader_flip`, numbered at its
+    // first reader.
+    let read = |slots: &mut Vec<Slot>,
                 stored: &[Option<NodeId>],
                 not: &mut [Option<NodeId>],
                 constants: &mut [Option<NodeId>; 2],
@@ -546,11 +569,11 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         let x = node_of(l);
         if x == 0 {
             let b = negated(l) ^ reader_flip;
-            return *constants[b as usize].get_or_insert_with(|| add(nodes, Node::Const(b)));
+            return *constants[b as usize].get_or_insert_with(|| add(slots, Slot::Const(b)));
         }
         let plain = stored[x].expect("operands come first");
         if negated(l) ^ reader_flip ^ flip[x] {
-            *not[x].get_or_insert_with(|| add(nodes, Node::Not(plain)))
+            *not[x].get_or_insert_with(|| add(slots, Slot::Not(x as u32)))
         } else {
             plain
         }
@@ -559,25 +582,68 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         if refs[m] == 0 || m == 0 {
             continue;
         }
-        let id = match node {
-            SNode::Leaf(leaf) => add(&mut nodes, leaf.clone()),
+        if let SNode::And(r) = node {
+            for &l in &arena.ops[r.start as usize..r.end as usize] {
+                read(&mut slots, &stored, &mut not, &mut constants, l, flip[m]);
+            }
+        }
+        stored[m] = Some(add(&mut slots, Slot::Signed(m as u32)));
+    }
+    let out: Vec<NodeId> = outputs
+        .outputs
+        .iter()
+        .map(|&l| read(&mut slots, &stored, &mut not, &mut constants, l, false))
+        .collect();
+    // Every operand's `not` is numbered now, so an operand reads the same node as in the
+    // first sweep.
+    let operand = |l: Lit, reader_flip: bool| {
+        let x = node_of(l);
+        if x == 0 {
+            constants[(negated(l) ^ reader_flip) as usize]
+        } else if negated(l) ^ reader_flip ^ flip[x] {
+            not[x]
+        } else {
+            stored[x]
+        }
+        .expect("numbered in the first sweep")
+    };
+    let make = |slot: &Slot| match *slot {
+        Slot::Const(b) => Node::Const(b),
+        Slot::Not(x) => Node::Not(stored[x as usize].expect("numbered in the first sweep")),
+        Slot::Signed(m) => match &arena.nodes[m as usize] {
+            SNode::Leaf(leaf) => leaf.clone(),
             SNode::And(r) => {
+                let m = m as usize;
                 let mut ops: Vec<NodeId> = arena.ops[r.start as usize..r.end as usize]
                     .iter()
-                    .map(|&l| read(&mut nodes, &stored, &mut not, &mut constants, l, flip[m]))
+                    .map(|&l| operand(l, flip[m]))
                     .collect();
                 // Sorted, as the merge pass writes them: the net is then exactly what merge
                 // would make of it, which lets the pass pipeline skip merge after this pass.
                 ops.sort_unstable();
-                add(&mut nodes, if flip[m] { Node::Or(ops) } else { Node::And(ops) })
+                if flip[m] {
+                    Node::Or(ops)
+                } else {
+                    Node::And(ops)
+                }
             }
-        };
-        stored[m] = Some(id);
-    }
-    let mut out = outputs
-        .outputs
-        .iter()
-        .map(|&l| read(&mut nodes, &stored, &mut not, &mut constants, l, false));
+        },
+    };
+    let nodes: Vec<Node> = if slots.len() < EMIT_SPLIT {
+        slots.iter().map(make).collect()
+    } else {
+        let (first, second) = slots.split_at(slots.len() / 2);
+        std::thread::scope(|s| {
+            let helper = s.spawn(|| second.iter().map(make).collect::<Vec<Node>>());
+            let mut nodes = Vec::with_capacity(slots.len());
+            nodes.extend(first.iter().map(make));
+            // A panic of the helper is a bug of this function; it is passed on as it is.
+            let second = helper.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            nodes.extend(second);
+            nodes
+        })
+    };
+    let mut out = out.into_iter();
     let Propnet {
         roles,
         mut bases,
