@@ -1088,6 +1088,11 @@ pub(crate) struct Exec<'a> {
     pub head_item: usize,
     /// The position, in its relation, of the atom the scan of `head_item` matched last.
     pub head_pos: usize,
+    /// While deriving, when `head_item` is a literal with exactly the head's arguments scanned
+    /// before [`Step::HeadKnown`]: the head atom of each position of that literal's relation
+    /// known to hold (`UNBOUND` where not known yet). `HeadKnown` reads it before looking the
+    /// head up and fills it in; empty otherwise. See `Grounder::derive`.
+    pub head_at: Vec<TermId>,
     memo: Vec<Memo<SubEntries>>,
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
@@ -1150,6 +1155,7 @@ impl<'a> Exec<'a> {
             aux_count: 0,
             head_item: usize::MAX,
             head_pos: 0,
+            head_at: Vec::new(),
             memo: Vec::new(),
             families: Vec::new(),
             canon: &[],
@@ -1355,10 +1361,17 @@ impl<'a> Exec<'a> {
                 Ok(())
             }
             Step::HeadKnown => {
-                if self
-                    .find_atom(&conj.head)
-                    .is_some_and(|t| self.store.flags(t) != 0)
-                {
+                // The head is a function of the position `head_item` matched: a head found
+                // to hold there before is known without looking it up (a 7-ary atom in
+                // chess's check test, whose later rules find every head of the first again).
+                let cached = self.head_at.get(self.head_pos).copied();
+                if cached.is_some_and(|t| t != UNBOUND) {
+                    return Ok(());
+                }
+                if let Some(t) = self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0) {
+                    if cached.is_some() && self.store.holds(t) {
+                        self.head_at[self.head_pos] = t;
+                    }
                     return Ok(());
                 }
                 // Every later solution of this binding would derive the same atom again: the

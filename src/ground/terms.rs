@@ -178,6 +178,31 @@ impl TermStore {
         id
     }
 
+    /// Brings into the cache the table slots of the terms `functor(args…)`, one for each
+    /// `arity` arguments of `args`, and the records those slots name, so that interning the
+    /// terms one after another does not wait for each cache miss in turn: the loads here do
+    /// not depend on each other, and the processor overlaps them. The table grows first if
+    /// interning them could make it grow. It changes nothing else.
+    pub fn warm(&mut self, functor: Symbol, arity: usize, args: &[TermId]) {
+        let n = args.len() / arity.max(1);
+        while self.table.len() < 2 * (self.offsets.len() + n + 1) {
+            self.grow();
+        }
+        let mask = self.table.len() - 1;
+        let mut touched = 0u64;
+        for one in args.chunks_exact(arity.max(1)) {
+            touched ^= self.table.get(hash_of(functor, one) as usize & mask);
+        }
+        for one in args.chunks_exact(arity.max(1)) {
+            let h = hash_of(functor, one);
+            let e = self.table.get(h as usize & mask);
+            if e != EMPTY && e >> 32 == h >> 32 {
+                touched ^= u64::from(self.data[record(e) + ID]);
+            }
+        }
+        std::hint::black_box(touched);
+    }
+
     /// The id of `functor(args…)` if the term exists.
     pub fn find(&self, functor: Symbol, args: &[TermId]) -> Option<TermId> {
         if self.table.is_empty() {
