@@ -1202,6 +1202,16 @@ impl<'a> Exec<'a> {
         self.step(conj, plan, &plan.steps, 0, emit)
     }
 
+    /// Whether the head atom of position `p` of `head_item`'s relation is known to hold
+    /// (`head_at`). Every binding through that atom would stop at [`Step::HeadKnown`], and
+    /// nothing before it emits, so the scan passes over the atom without reading it: chess's
+    /// check test has six rules over the same 313,096 calls, and the later ones found every
+    /// head known, after reading each 7-ary call atom (a cache miss) to unify it.
+    #[inline]
+    fn head_known_at(&self, p: usize) -> bool {
+        self.head_at.get(p).is_some_and(|&t| t != UNBOUND)
+    }
+
     fn tick(&mut self) -> Result<(), Stop> {
         self.ticks += 1;
         if self.ticks & 0x3fff == 0 && Instant::now() > self.deadline {
@@ -1271,7 +1281,7 @@ impl<'a> Exec<'a> {
                 match index {
                     None => {
                         for pos in lo..hi {
-                            if skip(pos) {
+                            if skip(pos) || report && self.head_known_at(pos) {
                                 continue;
                             }
                             if report {
@@ -1305,7 +1315,7 @@ impl<'a> Exec<'a> {
                             if p < lo {
                                 break;
                             }
-                            if skip(p) {
+                            if skip(p) || report && self.head_known_at(p) {
                                 continue;
                             }
                             if report {
