@@ -355,6 +355,34 @@ mod tests {
     }
 
     #[test]
+    fn warming_adds_no_term_and_changes_no_id() {
+        // Two stores given the same terms, one warmed before each batch (the table grows
+        // inside `warm` there): the fixpoint relies on the ids coming out the same.
+        let mut plain = TermStore::default();
+        let mut warmed = TermStore::default();
+        let consts: Vec<TermId> = (0..64).map(|i| plain.intern(Symbol(i), &[])).collect();
+        for i in 0..64 {
+            warmed.intern(Symbol(i), &[]);
+        }
+        let mut batch = Vec::new();
+        for round in 0..200u32 {
+            batch.clear();
+            for k in 0..32u32 {
+                let x = (round * 7 + k * 3) as usize % 64;
+                batch.extend([consts[x], consts[(x * 5 + 1) % 64], consts[k as usize]]);
+            }
+            let before = warmed.len();
+            warmed.warm(Symbol(99), 3, &batch);
+            assert_eq!(warmed.len(), before);
+            for one in batch.chunks_exact(3) {
+                assert_eq!(warmed.intern(Symbol(99), one), plain.intern(Symbol(99), one));
+            }
+        }
+        assert_eq!(warmed.len(), plain.len());
+        assert!(plain.len() > 64 + 1000);
+    }
+
+    #[test]
     fn flags_and_depth_share_a_word_without_disturbing_each_other() {
         let mut s = TermStore::default();
         let a = s.intern(Symbol(1), &[]);
