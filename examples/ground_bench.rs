@@ -140,6 +140,20 @@ fn main() {
                             c.rules
                         );
                     }
+                    if std::env::var("PROPJET_VERBOSE").is_ok_and(|v| v == "2") {
+                        println!("    derivations (M: a magic rule, of the calls of a relation):");
+                        for d in &s.derivations {
+                            println!(
+                                "    line {:>5} {:<36} {:>8.1} ms {:>9} new {:>9} solutions {:>5} runs",
+                                d.line,
+                                d.relation,
+                                d.time.as_secs_f64() * 1e3,
+                                d.derived,
+                                d.solutions,
+                                d.runs
+                            );
+                        }
+                    }
                 }
             }
             (None, None) => println!("{name:<28} no run"),

@@ -56,6 +56,27 @@ pub struct GroundStats {
     pub largest: Vec<(String, usize)>,
     /// The ten rules of the description that took longest, most expensive first.
     pub costliest: Vec<RuleCost>,
+    /// The forty derivations of the fixpoints that took longest, one per conjunction of the
+    /// normal form (magic rules on their own), most expensive first.
+    pub derivations: Vec<DeriveCost>,
+}
+
+/// What deriving one conjunction of the normal form cost in the fixpoints, over all its runs
+/// (round 0 and each semi-naive variant).
+#[derive(Clone, Debug, Default)]
+pub struct DeriveCost {
+    /// The line of the rule it comes from (0 for the grounder's own rules).
+    pub line: u32,
+    /// The relation it defines (`name/arity`, `calls of name/arity` for a magic rule).
+    pub relation: String,
+    /// Time spent.
+    pub time: Duration,
+    /// New atoms it derived.
+    pub derived: usize,
+    /// Solutions of its joins (heads found, new or not).
+    pub solutions: usize,
+    /// How many times it ran.
+    pub runs: usize,
 }
 
 /// What one rule of the description cost to ground.
@@ -105,7 +126,14 @@ pub(crate) struct Grounder<'d> {
     opaque: Vec<bool>,
     /// The most solutions one derivation may find (`eliminate` sets it).
     budget: usize,
+    /// For a head relation and a relation read by a literal with exactly the head's arguments
+    /// (a guard of all arguments, see `magic.rs`), the head atom known to hold at each
+    /// position of the latter (`UNBOUND` where not known): see `Exec::head_at`. Kept for the
+    /// fixpoint only.
+    head_at: FxHashMap<(RelId, RelId), Vec<TermId>>,
     pub stats: GroundStats,
+    /// What each conjunction cost to derive, by index in `conjs`.
+    derive_costs: Vec<DeriveCost>,
 }
 
 /// The limit a derivation reports when it finds more solutions than `Grounder::budget`.
@@ -242,6 +270,8 @@ impl<'d> Grounder<'d> {
             opaque,
             budget: usize::MAX,
             stats: GroundStats::default(),
+            derive_costs: Vec::new(),
+            head_at: FxHashMap::default(),
         };
         g.opaque.resize(n, false);
         g.classify()?;
@@ -455,6 +485,8 @@ impl<'d> Grounder<'d> {
             }
         }
         self.evaluate(&early)?;
+        // The transformation renumbers the conjunctions: what they cost so far is set apart.
+        self.stats.derivations = std::mem::take(&mut self.derive_costs);
         self.stats.fixpoint = start.elapsed();
         let small: Vec<bool> = (0..n)
             .map(|r| self.evaluated[r] && self.relations[r].rows.len() <= magic::SMALL)
@@ -629,7 +661,14 @@ impl<'d> Grounder<'d> {
         let start = Instant::now();
         let all = vec![true; self.rels.len()];
         self.evaluate(&all)?;
+        self.head_at = FxHashMap::default();
         self.stats.fixpoint = start.elapsed() + self.stats.fixpoint;
+        let mut costs = std::mem::take(&mut self.stats.derivations);
+        costs.append(&mut self.derive_costs);
+        costs.retain(|c| c.runs > 0);
+        costs.sort_by_key(|c| std::cmp::Reverse(c.time));
+        costs.truncate(40);
+        self.stats.derivations = costs;
         Ok(())
     }
 
@@ -742,6 +781,7 @@ impl<'d> Grounder<'d> {
                 self.output[nr.rel as usize] = false;
             }
         }
+        self.head_at = FxHashMap::default();
         self.stats.fixpoint += start.elapsed();
         Ok(())
     }
@@ -927,6 +967,7 @@ impl<'d> Grounder<'d> {
         let head_rel = conj.head.rel;
         self.check_time(head_rel)?;
         let clock = Instant::now();
+        let (line, _) = self.rule_span(conj);
         let plan: Plan = join::plan(
             conj,
             delta,
@@ -937,8 +978,28 @@ impl<'d> Grounder<'d> {
             &mut self.relations,
             &self.store,
         );
-        let mut pending: Vec<TermId> = Vec::new();
-        let room = self.limits.max_atoms.saturating_sub(self.atoms);
+        let head_item = head_literal(conj, &plan);
+        let cache_key = head_item.map(|i| match &conj.body[i] {
+            Item::Pos(a) => (head_rel, a.rel),
+            _ => unreachable!("head_literal returns positive literals"),
+        });
+        let mut head_at = cache_key
+            .and_then(|key| self.head_at.remove(&key))
+            .unwrap_or_default();
+        if let Some((_, r)) = cache_key {
+            head_at.resize(self.relations[r as usize].rows.len(), UNBOUND);
+        }
+        let head = &conj.head;
+        let mut heads = Heads {
+            sym: head.sym,
+            arity: head.args.len(),
+            batched: !head.args.is_empty() && head.args.iter().all(|p| !matches!(p, Pat::Func(..))),
+            args: Vec::new(),
+            at: Vec::new(),
+            pending: Vec::new(),
+            pending_pos: Vec::new(),
+            room: self.limits.max_atoms.saturating_sub(self.atoms),
+        };
         let result = {
             let mut exec = Exec::new(
                 &mut self.store,
@@ -948,41 +1009,98 @@ impl<'d> Grounder<'d> {
                 self.deadline,
             );
             exec.delta_keep = delta_keep;
-            let head = &conj.head;
+            if let Some(i) = head_item {
+                exec.head_item = i;
+                exec.head_at = std::mem::take(&mut head_at);
+            }
             let name = &self.rel_names[head_rel as usize];
             let max_atoms = self.limits.max_atoms;
             let budget = self.budget;
             let mut solutions = 0usize;
-            exec.run(conj, &plan, &mut |ex: &mut Exec| {
+            let to_stop = |e: &'static str| {
+                let value = if e == "term_depth" {
+                    MAX_TERM_DEPTH as usize
+                } else {
+                    max_atoms
+                };
+                Stop::Error(limit(e, value, name))
+            };
+            let r = exec.run(conj, &plan, &mut |ex: &mut Exec| {
                 solutions += 1;
                 if solutions > budget {
                     return Err(Stop::Error(limit(OVER_BUDGET, budget, name)));
                 }
+                if heads.batched {
+                    // A head of variables and constants is as deep as its deepest argument
+                    // and one more: checked here, at the solution, as `build_atom` would.
+                    let mut depth = 0;
+                    for p in head.args.iter() {
+                        let t = match p {
+                            Pat::Var(v) => ex.binds[*v as usize],
+                            Pat::Ground(g) => *g,
+                            Pat::Func(..) => unreachable!("batched heads have no function terms"),
+                        };
+                        depth = depth.max(ex.store.depth(t));
+                        heads.args.push(t);
+                    }
+                    if depth.saturating_add(1) > MAX_TERM_DEPTH {
+                        return Err(to_stop("term_depth"));
+                    }
+                    heads.at.push(ex.head_pos);
+                    if heads.at.len() == HEAD_BATCH {
+                        heads.flush(ex.store).map_err(to_stop)?;
+                    }
+                    return Ok(());
+                }
                 let t = ex.build_atom(head);
                 if ex.store.depth(t) > MAX_TERM_DEPTH {
-                    return Err(Stop::Error(limit("term_depth", MAX_TERM_DEPTH as usize, name)));
+                    return Err(to_stop("term_depth"));
                 }
-                if ex.store.flags(t) == 0 {
-                    ex.store.set_flags(t, PENDING);
-                    pending.push(t);
-                    if pending.len() > room {
-                        return Err(Stop::Error(limit("max_atoms", max_atoms, name)));
-                    }
-                }
-                Ok(())
-            })
+                heads.found(ex.store, t, ex.head_pos).map_err(to_stop)
+            });
+            let r = match r {
+                Ok(()) | Err(Stop::Found) => heads.flush(exec.store).map_err(to_stop),
+                r => r,
+            };
+            if self.derive_costs.len() < self.conjs.len() {
+                self.derive_costs
+                    .resize_with(self.conjs.len(), DeriveCost::default);
+            }
+            self.derive_costs[ci].solutions += solutions;
+            head_at = std::mem::take(&mut exec.head_at);
+            r
         };
+        let Heads {
+            pending, pending_pos, ..
+        } = heads;
         for &t in &pending {
             self.store.clear_flags(t, PENDING);
         }
         match result {
-            Ok(()) | Err(Stop::Found) => {}
+            Ok(()) => {}
+            Err(Stop::Found) => unreachable!("an existence test ends inside the join"),
             Err(Stop::Time) => return Err(self.time_limit(head_rel)),
             Err(Stop::Error(e)) => return Err(e),
         }
         let derived = pending.len();
-        for t in pending {
+        let cost = &mut self.derive_costs[ci];
+        if cost.runs == 0 {
+            cost.line = line;
+            cost.relation.clone_from(&self.rel_names[head_rel as usize]);
+        }
+        cost.time += clock.elapsed();
+        cost.derived += derived;
+        cost.runs += 1;
+        for &t in &pending {
             self.add(ci, t)?;
+        }
+        if let Some(key) = cache_key {
+            for (&t, &p) in pending.iter().zip(&pending_pos) {
+                if self.store.holds(t) {
+                    head_at[p] = t;
+                }
+            }
+            self.head_at.insert(key, head_at);
         }
         if let Some(i) = self.conjs[ci].rule {
             let cost = &mut self.costs[i];
@@ -1263,6 +1381,82 @@ impl<'d> Grounder<'d> {
 const HEAD_UNKNOWN: TermId = TermId::MAX;
 /// In `heads_by_guard`, a position whose head atom does not hold.
 const HEAD_NONE: TermId = TermId::MAX - 1;
+
+/// How many heads of variables and constants a derivation gathers before interning them.
+const HEAD_BATCH: usize = 32;
+
+/// The heads one derivation finds. Interning a head is mostly a cache miss on the term
+/// table (two fifths of chess's fixpoint in `perf`), so heads of variables and constants are
+/// gathered and interned `HEAD_BATCH` at a time after `TermStore::warm` has brought their
+/// slots in. They are interned in the order found, so every term gets the id it would have
+/// had; a head found again before its batch is interned is only found twice.
+struct Heads {
+    sym: crate::gdl::Symbol,
+    arity: usize,
+    /// Whether the heads are gathered (all arguments variables or constants, at least one).
+    batched: bool,
+    /// The arguments of the gathered heads, `arity` each, and for each the position the
+    /// derivation's `head_item` scan matched.
+    args: Vec<TermId>,
+    at: Vec<usize>,
+    /// The new atoms, in the order found, and their positions as in `at`.
+    pending: Vec<TermId>,
+    pending_pos: Vec<usize>,
+    /// How many new atoms the limit on atoms leaves room for.
+    room: usize,
+}
+
+impl Heads {
+    /// Takes note of head atom `t`, found where `head_item` matched position `pos`.
+    fn found(&mut self, store: &mut TermStore, t: TermId, pos: usize) -> Result<(), &'static str> {
+        if store.flags(t) == 0 {
+            store.set_flags(t, PENDING);
+            self.pending.push(t);
+            self.pending_pos.push(pos);
+            if self.pending.len() > self.room {
+                return Err("max_atoms");
+            }
+        }
+        Ok(())
+    }
+
+    /// Interns the gathered heads, in order.
+    fn flush(&mut self, store: &mut TermStore) -> Result<(), &'static str> {
+        if self.at.is_empty() {
+            return Ok(());
+        }
+        store.warm(self.sym, self.arity, &self.args);
+        let mut args = std::mem::take(&mut self.args);
+        let mut at = std::mem::take(&mut self.at);
+        let mut result = Ok(());
+        for (one, &pos) in args.chunks_exact(self.arity).zip(&at) {
+            let t = store.intern(self.sym, one);
+            result = self.found(store, t, pos);
+            if result.is_err() {
+                break;
+            }
+        }
+        args.clear();
+        at.clear();
+        self.args = args;
+        self.at = at;
+        result
+    }
+}
+
+/// The positive literal of `conj` with exactly the head's arguments that `plan` scans in its
+/// own steps before its [`Step::HeadKnown`], if any: the position of the atom it matched then
+/// determines the head atom, so whether the head holds can be remembered by position.
+fn head_literal(conj: &Conj, plan: &Plan) -> Option<usize> {
+    let known = plan.steps.iter().position(|s| matches!(s, Step::HeadKnown))?;
+    plan.steps[..known].iter().find_map(|s| match s {
+        Step::Scan { item, .. } => match &conj.body[*item] {
+            Item::Pos(a) if !conj.head.args.is_empty() && a.args == conj.head.args => Some(*item),
+            _ => None,
+        },
+        _ => None,
+    })
+}
 
 /// A positive literal of `conj` over another relation with exactly the head's arguments, which
 /// `plan` scans in its own steps (not in a sub-join), and its relation: in every instance the

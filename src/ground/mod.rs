@@ -14,7 +14,7 @@ mod tests;
 mod types;
 
 pub use eval::{GroundMachine, GroundState, OpaqueOracle};
-pub use grounder::{GroundStats, RuleCost, MAX_TERM_DEPTH};
+pub use grounder::{DeriveCost, GroundStats, RuleCost, MAX_TERM_DEPTH};
 pub use types::{
     AtomId, AtomKind, GroundAtom, GroundLimits, GroundLit, GroundOptions, GroundRule, GroundRules,
     GroundRulesIter, Grounded,
