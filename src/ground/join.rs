@@ -1695,12 +1695,7 @@ impl<'a> Exec<'a> {
         // The solutions go one after another into two arrays (their out values, and their
         // bodies), rather than a vector each: chess's check test solves sub-joins about a
         // million times, and allocating every solution was a tenth of its grounding.
-        let mut vals = std::mem::take(&mut self.sol_vals);
-        let mut lits = std::mem::take(&mut self.sol_lits);
-        let mut ends = std::mem::take(&mut self.sol_ends);
-        vals.clear();
-        lits.clear();
-        ends.clear();
+        let (mut vals, mut lits, mut ends) = self.take_solutions();
         let solved = self.collect(
             conj,
             plan,
@@ -1713,10 +1708,20 @@ impl<'a> Exec<'a> {
             &mut ends,
         );
         let result = solved.map(|()| self.entries(sub, sp, &vals, &lits, &ends));
-        self.sol_vals = vals;
-        self.sol_lits = lits;
-        self.sol_ends = ends;
+        (self.sol_vals, self.sol_lits, self.sol_ends) = (vals, lits, ends);
         result
+    }
+
+    /// The scratch arrays of a sub-join's solutions (out values, bodies, body ends), empty,
+    /// taken out of `self` while the join that fills them runs; put back when it is done.
+    fn take_solutions(&mut self) -> (Vec<TermId>, Vec<OutLit>, Vec<u32>) {
+        let mut vals = std::mem::take(&mut self.sol_vals);
+        let mut lits = std::mem::take(&mut self.sol_lits);
+        let mut ends = std::mem::take(&mut self.sol_ends);
+        vals.clear();
+        lits.clear();
+        ends.clear();
+        (vals, lits, ends)
     }
 
     /// Runs `steps` (a sub-join's) and appends each solution: its `out` values to `vals`, its
@@ -1822,12 +1827,7 @@ impl<'a> Exec<'a> {
         self.fkey = fkey;
         let (lo, hi) = (fam.first[f as usize] as usize, fam.first[f as usize + 1] as usize);
         let (nout, nlink) = (sp.out.len(), split.link.len());
-        let mut vals = std::mem::take(&mut self.sol_vals);
-        let mut lits = std::mem::take(&mut self.sol_lits);
-        let mut ends = std::mem::take(&mut self.sol_ends);
-        vals.clear();
-        lits.clear();
-        ends.clear();
+        let (mut vals, mut lits, mut ends) = self.take_solutions();
         let mut bits = 0u64;
         let mut failed = None;
         for i in lo..hi {
@@ -1891,9 +1891,7 @@ impl<'a> Exec<'a> {
                 }
             }
         };
-        self.sol_vals = vals;
-        self.sol_lits = lits;
-        self.sol_ends = ends;
+        (self.sol_vals, self.sol_lits, self.sol_ends) = (vals, lits, ends);
         result
     }
 
