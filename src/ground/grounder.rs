@@ -2,7 +2,9 @@
 //! ones as an over-approximation, then instantiate the dynamic rules (see `doc/grounding.md`).
 
 use super::eliminate;
-use super::join::{self, sort_dedup_from, Bounds, Exec, Mode, OutLit, Plan, Relation, Step, Stop, AUX};
+use super::join::{
+    self, sort_dedup_from, Bounds, Exec, Mode, OutLit, Plan, Relation, Step, Stop, StoreRef, AUX,
+};
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
 use super::project;
@@ -14,6 +16,7 @@ use super::GroundError;
 use crate::gdl::{Description, Term};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::hash::Hasher;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The relations GDL gives a meaning to.
@@ -1002,7 +1005,7 @@ impl<'d> Grounder<'d> {
         };
         let result = {
             let mut exec = Exec::new(
-                &mut self.store,
+                StoreRef::Mut(&mut self.store),
                 &self.relations,
                 bounds,
                 Mode::Derive,
@@ -1048,7 +1051,7 @@ impl<'d> Grounder<'d> {
                     }
                     heads.at.push(ex.head_pos);
                     if heads.at.len() == HEAD_BATCH {
-                        heads.flush(ex.store).map_err(to_stop)?;
+                        heads.flush(&mut ex.store).map_err(to_stop)?;
                     }
                     return Ok(());
                 }
@@ -1056,10 +1059,10 @@ impl<'d> Grounder<'d> {
                 if ex.store.depth(t) > MAX_TERM_DEPTH {
                     return Err(to_stop("term_depth"));
                 }
-                heads.found(ex.store, t, ex.head_pos).map_err(to_stop)
+                heads.found(&mut ex.store, t, ex.head_pos).map_err(to_stop)
             });
             let r = match r {
-                Ok(()) | Err(Stop::Found) => heads.flush(exec.store).map_err(to_stop),
+                Ok(()) | Err(Stop::Found) => heads.flush(&mut exec.store).map_err(to_stop),
                 r => r,
             };
             if self.derive_costs.len() < self.conjs.len() {
@@ -1170,9 +1173,6 @@ impl<'d> Grounder<'d> {
             scratch: Vec::new(),
             ranges: Vec::new(),
         };
-        let mut next_aux = 0u32;
-        // The identities settled so far, by term, for the joins (`Exec::canon`).
-        let mut canon: Vec<u32> = Vec::new();
         let cx = KindCx {
             k,
             role_index: &self.role_index,
@@ -1200,19 +1200,13 @@ impl<'d> Grounder<'d> {
         }
         let order = rule_order(&deps, &rules_of);
         drop(rules_of);
-        // For a guard relation and a head relation, the head atom of each of the guard's atoms
-        // by its position (see `head_of_guard`), filled in as rules find them.
-        let mut heads_by_guard: FxHashMap<(RelId, RelId), Vec<TermId>> = FxHashMap::default();
-        for (ci, last) in order.iter().flat_map(|cis| {
-            cis.iter()
-                .enumerate()
-                .map(move |(i, &ci)| (ci, i + 1 == cis.len()))
-        }) {
+        // Every rule is planned first, in order: planning builds the indexes the joins use,
+        // and the joins only read them, so the plans are the ones made between the joins.
+        let mut plans: Vec<(usize, Plan, Duration)> = Vec::new();
+        for &ci in order.iter().flatten() {
             let conj = &self.conjs[ci];
-            let head_rel = conj.head.rel;
-            self.check_time(head_rel)?;
+            self.check_time(conj.head.rel)?;
             let clock = Instant::now();
-            let rules_before = out.rules.len() + out.staged.len();
             let plan = join::plan(
                 conj,
                 None,
@@ -1223,81 +1217,125 @@ impl<'d> Grounder<'d> {
                 &mut self.relations,
                 &self.store,
             );
-            let name = &self.rel_names[head_rel as usize];
-            let limits = self.limits;
-            let guard = head_guard(conj, &plan);
-            let mut heads = guard.map(|(_, rel)| {
-                heads_by_guard
-                    .entry((rel, head_rel))
-                    .or_insert_with(|| vec![HEAD_UNKNOWN; self.relations[rel as usize].rows.len()])
-            });
-            let mut exec = Exec::new(
-                &mut self.store,
-                &self.relations,
-                &bounds,
-                Mode::Instantiate,
-                self.deadline,
-            );
-            exec.aux_count = next_aux;
-            exec.canon = &canon;
-            exec.head_item = guard.map_or(usize::MAX, |(item, _)| item);
-            let result = exec.run(conj, &plan, &mut |ex: &mut Exec| {
-                let found = match heads.as_deref_mut() {
-                    Some(by_pos) => {
-                        let slot = &mut by_pos[ex.head_pos];
-                        if *slot == HEAD_UNKNOWN {
-                            *slot = ex
-                                .find_atom(&conj.head)
-                                .filter(|&t| ex.store.holds(t))
-                                .unwrap_or(HEAD_NONE);
+            plans.push((ci, plan, clock.elapsed()));
+        }
+        // The joins of a component's rules run on worker threads, each rule in one, and hand
+        // their instances over in batches; this thread writes them out (`Out::atom`,
+        // `add_rule`, `add_aux_rules`) rule by rule in order, and settles the component. The
+        // joins of instantiation only read the term store and the relations, so the threads
+        // share them. Each rule's join numbers its auxiliary atoms from 0 and the output
+        // shifts them past those of the rules before it, so the output sees the same
+        // instances, atoms and numbers in the same order as one thread running the rules in
+        // turn would, whatever the threads' timing, and makes the same ground program. The
+        // next component's joins read the identities the last one settled (`Exec::canon`),
+        // so a component starts when the one before it is settled.
+        let conjs = &self.conjs;
+        let jc = JoinCx {
+            conjs,
+            store: &self.store,
+            relations: &self.relations,
+            rel_names: &self.rel_names,
+            limits: self.limits,
+            deadline: self.deadline,
+            desc: self.desc,
+            k,
+            bounds: &bounds,
+        };
+        let store = &self.store;
+        let rel_names = &self.rel_names;
+        let limits = self.limits;
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOIN_THREADS));
+        let mut spent: Vec<(usize, Duration, usize)> = Vec::with_capacity(plans.len());
+        let (to_workers, jobs) = std::sync::mpsc::channel::<Job>();
+        let jobs = std::sync::Mutex::new(jobs);
+        std::thread::scope(|scope| -> Result<(), GroundError> {
+            // Owned here, so that the workers stop when this returns, early or not.
+            let to_workers = to_workers;
+            for _ in 0..workers {
+                let (jc, jobs) = (&jc, &jobs);
+                scope.spawn(move || join_worker(jc, jobs));
+            }
+            let mut canon: Arc<Vec<u32>> = Arc::new(Vec::new());
+            let mut next_aux = 0u32;
+            let mut at = 0;
+            for (component, cis) in order.iter().enumerate() {
+                let rules = &plans[at..at + cis.len()];
+                at += cis.len();
+                let mut handed = Vec::with_capacity(rules.len());
+                for (ci, plan, _) in rules {
+                    let (to_out, from_join) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+                    let job = Job {
+                        ci: *ci,
+                        component,
+                        plan,
+                        canon: Arc::clone(&canon),
+                        to_out,
+                    };
+                    if to_workers.send(job).is_err() {
+                        return Err(GroundError::Internal("the join threads stopped".into()));
+                    }
+                    handed.push(from_join);
+                }
+                for ((ci, _, plan_time), from_join) in rules.iter().zip(handed) {
+                    let head_rel = conjs[*ci].head.rel;
+                    let name = &rel_names[head_rel as usize];
+                    let rules_before = out.rules.len() + out.staged.len();
+                    let mut out_time = Duration::ZERO;
+                    let end = loop {
+                        let mut batch = match from_join.recv() {
+                            Ok(Handed::Batch(b)) => b,
+                            Ok(Handed::Failed(e)) => return Err(e),
+                            Err(_) => return Err(GroundError::Internal("a join thread stopped".into())),
+                        };
+                        let clock = Instant::now();
+                        batch.shift_aux(next_aux);
+                        let (mut lit_from, mut aux_from, mut aux_lit_from) = (0, 0, 0);
+                        for &(head, lit_end, aux_end) in &batch.insts {
+                            let (lit_end, aux_end) = (lit_end as usize, aux_end as usize);
+                            if head != NO_HEAD {
+                                let head = out.atom(head, head_rel, store, &cx)?;
+                                out.add_rule(head, &batch.lits[lit_from..lit_end], store, &cx, limits, name)?;
+                            }
+                            if aux_end > aux_from {
+                                let rules = &batch.aux_rules[aux_from..aux_end];
+                                out.add_aux_rules(
+                                    rules,
+                                    &batch.aux_lits,
+                                    aux_lit_from,
+                                    store,
+                                    &cx,
+                                    limits,
+                                    name,
+                                )?;
+                                aux_lit_from = rules[rules.len() - 1].1;
+                            }
+                            lit_from = lit_end;
+                            aux_from = aux_end;
                         }
-                        Some(*slot).filter(|&t| t != HEAD_NONE)
-                    }
-                    None => ex.find_atom(&conj.head).filter(|&t| ex.store.holds(t)),
-                };
-                let Some(head) = found else {
-                    // Only `legal` and `goal` atoms of non-roles are left out of their relations.
-                    if head_rel == k.legal || head_rel == k.goal {
-                        return Ok(());
-                    }
-                    let t = ex.build_atom(&conj.head);
-                    return Err(Stop::Error(GroundError::Internal(format!(
-                        "an instance of a rule of {name} derives {}, which the fixpoint missed",
-                        ex.store.text(t, &cx.desc.symbols)
-                    ))));
-                };
-                let head = out.atom(head, head_rel, ex.store, &cx).map_err(Stop::Error)?;
-                out.add_rule(head, &ex.lits, ex.store, &cx, limits, name)
-                    .map_err(Stop::Error)?;
-                // The auxiliary atoms' rules go out as they are made rather than at the end of
-                // the rule: chess's check test makes millions, which held hundreds of megabytes
-                // beside the rules already out.
-                out.add_aux_rules(&mut ex.aux_rules, &mut ex.aux_lits, ex.store, &cx, limits, name)
-                    .map_err(Stop::Error)
-            });
-            let mut aux_rules = std::mem::take(&mut exec.aux_rules);
-            let mut aux_lits = std::mem::take(&mut exec.aux_lits);
-            next_aux = exec.aux_count;
-            drop(exec);
-            match result {
-                Ok(()) | Err(Stop::Found) => {}
-                Err(Stop::Time) => return Err(self.time_limit(head_rel)),
-                Err(Stop::Error(e)) => return Err(e),
+                        out_time += clock.elapsed();
+                        if let Some(end) = batch.end {
+                            break end;
+                        }
+                    };
+                    next_aux = next_aux
+                        .checked_add(end.aux_count)
+                        .ok_or_else(|| limit("auxiliary atoms", u32::MAX as usize, name))?;
+                    let made = out.rules.len() + out.staged.len() - rules_before;
+                    spent.push((*ci, *plan_time + end.join_time + out_time, made));
+                }
+                // The joins have let go of their copies of the identities before their last
+                // batch, so this takes the one left rather than copying it.
+                out.settle(Arc::make_mut(&mut canon))?;
             }
-            out.add_aux_rules(&mut aux_rules, &mut aux_lits, &self.store, &cx, limits, name)?;
-            let made = out.rules.len() + out.staged.len() - rules_before;
-            if last {
-                out.settle(&mut canon)?;
-                // The head relations of the next component are others.
-                heads_by_guard.clear();
-            }
-            if let Some(i) = conj.rule {
+            Ok(())
+        })?;
+        for (ci, time, made) in spent {
+            if let Some(i) = self.conjs[ci].rule {
                 let cost = &mut self.costs[i];
-                cost.instantiate += clock.elapsed();
+                cost.instantiate += time;
                 cost.rules += made;
             }
         }
-
         // The twins the builder relies on: `does` for every `legal`, `true` for every `next`,
         // and the initial state.
         let mut twins = Vec::new();
@@ -1375,6 +1413,287 @@ impl<'d> Grounder<'d> {
             stats,
         ))
     }
+}
+
+/// What the join threads of instantiation read (see `Grounder::instantiate`).
+struct JoinCx<'a> {
+    conjs: &'a [Conj],
+    store: &'a TermStore,
+    relations: &'a [Relation],
+    rel_names: &'a [String],
+    limits: &'a GroundLimits,
+    deadline: Instant,
+    desc: &'a Description,
+    k: Keys,
+    bounds: &'a Bounds,
+}
+
+/// The most threads that run the joins of instantiation. Each holds a join's tables (the
+/// sub-joins' memos and families) while it runs, so more threads take more memory.
+const MAX_JOIN_THREADS: usize = 4;
+
+/// One rule for a join thread to run.
+struct Job<'p> {
+    /// The rule's index in `conjs`, its plan, and its component's number in the order of
+    /// instantiation.
+    ci: usize,
+    plan: &'p Plan,
+    component: usize,
+    /// The identities settled before the component (`Exec::canon`).
+    canon: Arc<Vec<u32>>,
+    /// Where the rule's instances go.
+    to_out: std::sync::mpsc::SyncSender<Handed>,
+}
+
+/// What a join thread hands the output for a rule: a batch of instances, or the error that
+/// stopped it (after the batch of the instances found before it).
+enum Handed {
+    Batch(Batch),
+    Failed(GroundError),
+}
+
+/// Instances of one rule, in the order its join found them.
+struct Batch {
+    /// For each instance: its head atom's term (`NO_HEAD` for the auxiliary rules left at the
+    /// end of the run), where its body ends in `lits`, and where the auxiliary rules made
+    /// with it end in `aux_rules` (atom number and end of the body in `aux_lits`, as
+    /// `Exec::aux_rules` holds them).
+    insts: Vec<(TermId, u32, u32)>,
+    lits: Vec<OutLit>,
+    aux_rules: Vec<(u32, usize)>,
+    aux_lits: Vec<OutLit>,
+    /// Set on the last batch of the rule.
+    end: Option<RuleEnd>,
+}
+
+/// What a join thread says at the end of a rule.
+struct RuleEnd {
+    /// The time the rule's join took.
+    join_time: Duration,
+    /// How many auxiliary atoms the rule's join made (numbered from 0).
+    aux_count: u32,
+}
+
+/// In a batch, an instance that only carries auxiliary rules.
+const NO_HEAD: TermId = TermId::MAX;
+/// How many instances a batch holds at most: enough that handing batches over costs little,
+/// few enough that the output starts early and the batches in flight take little memory.
+const BATCH_INSTANCES: usize = 4096;
+/// How many literals a batch holds at most, in bodies and auxiliary rules together.
+const BATCH_LITERALS: usize = 1 << 16;
+/// How many batches of a rule may wait for the output.
+const BATCHES_IN_FLIGHT: usize = 16;
+
+impl Batch {
+    fn new() -> Self {
+        Batch {
+            insts: Vec::new(),
+            lits: Vec::new(),
+            aux_rules: Vec::new(),
+            aux_lits: Vec::new(),
+            end: None,
+        }
+    }
+
+    /// Adds an instance with head `head` and body `lits`, and the auxiliary rules made since
+    /// the last one, emptying `aux_rules` and `aux_lits`.
+    fn push(
+        &mut self,
+        head: TermId,
+        lits: &[OutLit],
+        aux_rules: &mut Vec<(u32, usize)>,
+        aux_lits: &mut Vec<OutLit>,
+    ) {
+        self.lits.extend_from_slice(lits);
+        let base = self.aux_lits.len();
+        self.aux_rules
+            .extend(aux_rules.iter().map(|&(n, end)| (n, base + end)));
+        self.aux_lits.extend_from_slice(aux_lits);
+        aux_rules.clear();
+        aux_lits.clear();
+        self.insts
+            .push((head, self.lits.len() as u32, self.aux_rules.len() as u32));
+    }
+
+    fn full(&self) -> bool {
+        self.insts.len() >= BATCH_INSTANCES || self.lits.len() + self.aux_lits.len() >= BATCH_LITERALS
+    }
+
+    /// Numbers the auxiliary atoms from `base` rather than from 0. The join compares them
+    /// only with each other, so the order and equalities it saw are the same.
+    fn shift_aux(&mut self, base: u32) {
+        if base == 0 {
+            return;
+        }
+        for l in self.lits.iter_mut().chain(self.aux_lits.iter_mut()) {
+            if l.rel == AUX {
+                l.atom += base;
+            }
+        }
+        for r in &mut self.aux_rules {
+            r.0 += base;
+        }
+    }
+}
+
+/// A join thread of instantiation: runs the rules it is handed until there are none.
+fn join_worker(jc: &JoinCx, jobs: &std::sync::Mutex<std::sync::mpsc::Receiver<Job>>) {
+    // For a guard relation and a head relation, the head atom of each of the guard's atoms
+    // by its position (see `head_guard`), filled in as the rules of a component find them.
+    let mut heads_by_guard: FxHashMap<(RelId, RelId), Vec<TermId>> = FxHashMap::default();
+    let mut component = usize::MAX;
+    loop {
+        let job = match jobs.lock() {
+            Ok(jobs) => jobs.recv(),
+            Err(_) => return,
+        };
+        let Ok(job) = job else { return };
+        if job.component != component {
+            // The head relations of the next component are others.
+            heads_by_guard.clear();
+            component = job.component;
+        }
+        run_join(jc, job, &mut heads_by_guard);
+    }
+}
+
+/// Runs the join of one rule and hands its instances over, in the order found.
+fn run_join(jc: &JoinCx, job: Job, heads_by_guard: &mut FxHashMap<(RelId, RelId), Vec<TermId>>) {
+    let Job {
+        ci,
+        plan,
+        canon,
+        to_out,
+        ..
+    } = job;
+    let k = jc.k;
+    let conj = &jc.conjs[ci];
+    let head_rel = conj.head.rel;
+    let name = &jc.rel_names[head_rel as usize];
+    let time_limit = || {
+        limit(
+            "max_time",
+            jc.limits.max_time.as_millis().min(u128::from(u64::MAX)) as u64 as usize,
+            name,
+        )
+    };
+    if Instant::now() > jc.deadline {
+        let _ = to_out.send(Handed::Failed(time_limit()));
+        return;
+    }
+    let clock = Instant::now();
+    let guard = head_guard(conj, plan);
+    let mut heads = guard.map(|(_, rel)| {
+        heads_by_guard
+            .entry((rel, head_rel))
+            .or_insert_with(|| vec![HEAD_UNKNOWN; jc.relations[rel as usize].rows.len()])
+    });
+    let mut exec = Exec::new(
+        StoreRef::Shared(jc.store),
+        jc.relations,
+        jc.bounds,
+        Mode::Instantiate,
+        jc.deadline,
+    );
+    exec.canon = &canon;
+    exec.head_item = guard.map_or(usize::MAX, |(item, _)| item);
+    let mut batch = Batch::new();
+    let mut gone = false;
+    let result = exec.run(conj, plan, &mut |ex: &mut Exec| {
+        let found = match heads.as_deref_mut() {
+            Some(by_pos) => {
+                let slot = &mut by_pos[ex.head_pos];
+                if *slot == HEAD_UNKNOWN {
+                    *slot = ex
+                        .find_atom(&conj.head)
+                        .filter(|&t| ex.store.holds(t))
+                        .unwrap_or(HEAD_NONE);
+                }
+                Some(*slot).filter(|&t| t != HEAD_NONE)
+            }
+            None => ex.find_atom(&conj.head).filter(|&t| ex.store.holds(t)),
+        };
+        let Some(head) = found else {
+            // Only `legal` and `goal` atoms of non-roles are left out of their relations.
+            if head_rel == k.legal || head_rel == k.goal {
+                return Ok(());
+            }
+            let mut text = String::new();
+            atom_text(ex, &conj.head, &jc.desc.symbols, &mut text);
+            return Err(Stop::Error(GroundError::Internal(format!(
+                "an instance of a rule of {name} derives {text}, which the fixpoint missed"
+            ))));
+        };
+        // The auxiliary atoms' rules go out as they are made rather than at the end of the
+        // rule: chess's check test makes millions, which held hundreds of megabytes beside
+        // the rules already out.
+        batch.push(head, &ex.lits, &mut ex.aux_rules, &mut ex.aux_lits);
+        if batch.full() {
+            let full = std::mem::replace(&mut batch, Batch::new());
+            if to_out.send(Handed::Batch(full)).is_err() {
+                gone = true;
+                return Err(Stop::Error(GroundError::Internal("the output stopped".into())));
+            }
+        }
+        Ok(())
+    });
+    let mut aux_rules = std::mem::take(&mut exec.aux_rules);
+    let mut aux_lits = std::mem::take(&mut exec.aux_lits);
+    let aux_count = exec.aux_count;
+    drop(exec);
+    // Let go of the identities before the output settles the component with them.
+    drop(canon);
+    if gone {
+        return;
+    }
+    let failed = match result {
+        Ok(()) | Err(Stop::Found) => None,
+        Err(Stop::Time) => Some(time_limit()),
+        Err(Stop::Error(e)) => Some(e),
+    };
+    if let Some(e) = failed {
+        // The instances found before the error go out first, as they would have.
+        if to_out.send(Handed::Batch(batch)).is_ok() {
+            let _ = to_out.send(Handed::Failed(e));
+        }
+        return;
+    }
+    batch.push(NO_HEAD, &[], &mut aux_rules, &mut aux_lits);
+    batch.end = Some(RuleEnd {
+        join_time: clock.elapsed(),
+        aux_count,
+    });
+    let _ = to_out.send(Handed::Batch(batch));
+}
+
+/// Writes the text of atom `a` under the bindings of `ex`, without adding it to the store.
+fn atom_text(ex: &Exec, a: &AtomPat, symbols: &crate::gdl::Symbols, out: &mut String) {
+    fn pat(ex: &Exec, p: &Pat, symbols: &crate::gdl::Symbols, out: &mut String) {
+        match p {
+            Pat::Var(v) => out.push_str(&ex.store.text(ex.binds[*v as usize], symbols)),
+            Pat::Ground(g) => out.push_str(&ex.store.text(*g, symbols)),
+            Pat::Func(f, args) => {
+                out.push('(');
+                out.push_str(symbols.name(*f));
+                for a in args.iter() {
+                    out.push(' ');
+                    pat(ex, a, symbols, out);
+                }
+                out.push(')');
+            }
+        }
+    }
+    if a.args.is_empty() {
+        out.push_str(symbols.name(a.sym));
+        return;
+    }
+    out.push('(');
+    out.push_str(symbols.name(a.sym));
+    for p in a.args.iter() {
+        out.push(' ');
+        pat(ex, p, symbols, out);
+    }
+    out.push(')');
 }
 
 /// In `heads_by_guard`, a position whose head atom has not been looked up yet.
@@ -1541,11 +1860,13 @@ impl Out {
     }
 
     /// Adds the rules of auxiliary atoms in `rules` (atom number and end of the body in
-    /// `lits`, as `Exec::aux_rules` holds them), emptying both.
+    /// `lits`, as `Exec::aux_rules` holds them), the first body starting at `start`.
+    #[allow(clippy::too_many_arguments)]
     fn add_aux_rules(
         &mut self,
-        rules: &mut Vec<(u32, usize)>,
-        lits: &mut Vec<OutLit>,
+        rules: &[(u32, usize)],
+        lits: &[OutLit],
+        mut start: usize,
         store: &TermStore,
         cx: &KindCx,
         limits: &GroundLimits,
@@ -1557,7 +1878,6 @@ impl Out {
         // identified with an atom of another family, and never take room in `staged`.
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut ranges = std::mem::take(&mut self.ranges);
-        let mut start = 0;
         let mut i = 0;
         while i < rules.len() {
             let n = rules[i].0;
@@ -1599,8 +1919,6 @@ impl Out {
         }
         self.scratch = scratch;
         self.ranges = ranges;
-        rules.clear();
-        lits.clear();
         Ok(())
     }
 

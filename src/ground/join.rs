@@ -1235,9 +1235,38 @@ pub(crate) enum Stop {
     Error(super::GroundError),
 }
 
+/// The term store a join reads: deriving interns the heads it finds, instantiating only reads
+/// (every atom it names was derived), so instantiation can share the store with the thread
+/// that writes its output (`Grounder::instantiate`).
+pub(crate) enum StoreRef<'a> {
+    Mut(&'a mut TermStore),
+    Shared(&'a TermStore),
+}
+
+impl std::ops::Deref for StoreRef<'_> {
+    type Target = TermStore;
+
+    fn deref(&self) -> &TermStore {
+        match self {
+            StoreRef::Mut(s) => s,
+            StoreRef::Shared(s) => s,
+        }
+    }
+}
+
+impl std::ops::DerefMut for StoreRef<'_> {
+    fn deref_mut(&mut self) -> &mut TermStore {
+        match self {
+            StoreRef::Mut(s) => s,
+            // Only a derivation adds terms, and it always has the store to itself.
+            StoreRef::Shared(_) => panic!("a join that only reads the term store tried to add a term"),
+        }
+    }
+}
+
 /// The state of one join.
 pub(crate) struct Exec<'a> {
-    pub store: &'a mut TermStore,
+    pub store: StoreRef<'a>,
     pub relations: &'a [Relation],
     pub bounds: &'a Bounds,
     pub binds: Vec<TermId>,
@@ -1318,7 +1347,7 @@ type Emit<'e> = dyn FnMut(&mut Exec) -> Result<(), Stop> + 'e;
 
 impl<'a> Exec<'a> {
     pub fn new(
-        store: &'a mut TermStore,
+        store: StoreRef<'a>,
         relations: &'a [Relation],
         bounds: &'a Bounds,
         mode: Mode,
@@ -2118,7 +2147,7 @@ impl<'a> Exec<'a> {
         let mut ok = args.len() == at.a.args.len();
         if ok {
             for (p, &t) in at.a.args.iter().zip(args) {
-                if !unify(self.store, p, t, &mut self.binds, &mut self.trail) {
+                if !unify(&self.store, p, t, &mut self.binds, &mut self.trail) {
                     ok = false;
                     break;
                 }
@@ -2250,7 +2279,7 @@ impl Exec<'_> {
         let mut stack = std::mem::take(&mut self.stack);
         let base = stack.len();
         for p in a.args.iter() {
-            let t = build(self.store, p, &self.binds, &mut stack);
+            let t = build(&mut self.store, p, &self.binds, &mut stack);
             stack.push(t);
         }
         let t = self.store.intern(a.sym, &stack[base..]);
@@ -2264,7 +2293,7 @@ impl Exec<'_> {
         let stack = &mut self.stack;
         let base = stack.len();
         for p in a.args.iter() {
-            match find(self.store, p, &self.binds, stack) {
+            match find(&self.store, p, &self.binds, stack) {
                 Some(t) => stack.push(t),
                 None => {
                     stack.truncate(base);
@@ -2279,7 +2308,7 @@ impl Exec<'_> {
 
     /// Whether `x` and `y` stand for the same term under the current bindings.
     fn same(&mut self, x: &Pat, y: &Pat) -> bool {
-        same(self.store, x, y, &self.binds, &mut self.stack)
+        same(&self.store, x, y, &self.binds, &mut self.stack)
     }
 }
 
