@@ -137,6 +137,9 @@ pub(crate) struct Grounder<'d> {
     pub stats: GroundStats,
     /// What each conjunction cost to derive, by index in `conjs`.
     derive_costs: Vec<DeriveCost>,
+    /// How many threads run the joins of instantiation (see `Grounder::instantiate`); the
+    /// ground program does not depend on it.
+    pub join_threads: usize,
 }
 
 /// The limit a derivation reports when it finds more solutions than `Grounder::budget`.
@@ -275,6 +278,7 @@ impl<'d> Grounder<'d> {
             stats: GroundStats::default(),
             derive_costs: Vec::new(),
             head_at: FxHashMap::default(),
+            join_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOIN_THREADS)),
         };
         g.opaque.resize(n, false);
         g.classify()?;
@@ -1244,7 +1248,7 @@ impl<'d> Grounder<'d> {
         let store = &self.store;
         let rel_names = &self.rel_names;
         let limits = self.limits;
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOIN_THREADS));
+        let workers = self.join_threads.max(1);
         let mut spent: Vec<(usize, Duration, usize)> = Vec::with_capacity(plans.len());
         let (to_workers, jobs) = std::sync::mpsc::channel::<Job>();
         let jobs = std::sync::Mutex::new(jobs);

@@ -76,3 +76,17 @@ pub fn ground_with_options(
     g.eliminate()?;
     g.instantiate()
 }
+
+/// [`ground`] with the joins of instantiation on `threads` threads.
+#[cfg(test)]
+fn ground_with_join_threads(
+    desc: &Description,
+    limits: &GroundLimits,
+    threads: usize,
+) -> Result<Grounded, GroundError> {
+    let mut g = grounder::Grounder::new(desc, limits, &GroundOptions::default())?;
+    g.join_threads = threads;
+    g.fixpoint()?;
+    g.eliminate()?;
+    g.instantiate().map(|(g, _)| g)
+}

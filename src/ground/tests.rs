@@ -933,3 +933,39 @@ fn a_check_test_solved_once_per_family_keeps_every_members_solutions() {
     assert!(g.atoms.iter().any(|a| a.text == "(exposed white 4 3)"), "{text}");
     agrees(CHECK_TEST, 30);
 }
+
+/// Rules of one relation, each with two groups of literals that share only the head's
+/// variable: every rule's sub-joins make auxiliary atoms of their own.
+const AUX_PER_RULE: &str = "
+    (role a) (role b)
+    (cell 1) (cell 2) (cell 3) (cell 4)
+    (adj 1 2) (adj 2 1) (adj 2 3) (adj 3 2) (adj 3 4) (adj 4 3)
+    (init (on 1)) (init (on 3)) (init (step 0))
+    (succ 0 1) (succ 1 2) (succ 2 3)
+    (<= (legal ?r (mark ?c)) (role ?r) (cell ?c))
+    (<= (lit ?x) (cell ?x) (true (on ?y)) (adj ?y ?x) (does ?r (mark ?w)) (adj ?w ?x))
+    (<= (lit ?x) (cell ?x) (true (on ?y)) (adj ?x ?y) (does a (mark ?w)) (distinct ?w ?x))
+    (<= (lit ?x) (cell ?x) (does b (mark ?y)) (adj ?y ?x) (true (on ?w)) (distinct ?w ?x))
+    (<= (next (on ?x)) (lit ?x))
+    (<= (next (step ?n)) (true (step ?m)) (succ ?m ?n))
+    (<= terminal (true (step 3)))
+    (<= (goal ?r 50) (role ?r))
+";
+
+#[test]
+fn the_ground_program_does_not_depend_on_the_join_threads() {
+    let desc = parse(AUX_PER_RULE);
+    let limits = GroundLimits::default();
+    let one = ground_with_join_threads(&desc, &limits, 1).expect("grounds on one thread");
+    let aux = one.atoms.iter().filter(|a| a.text.starts_with("(;aux")).count();
+    // The rules run side by side only if there are several, each making auxiliary atoms
+    // that the output numbers after those of the rules before it.
+    assert!(aux >= 3, "{:#?}", rules(&one));
+    for threads in [2, 3, 4] {
+        let several = ground_with_join_threads(&desc, &limits, threads).expect("grounds on several threads");
+        assert_eq!(one.atoms, several.atoms, "{threads} threads");
+        assert_eq!(one.rules, several.rules, "{threads} threads");
+        assert_eq!(one.init, several.init, "{threads} threads");
+    }
+    agrees(AUX_PER_RULE, 30);
+}
