@@ -1267,7 +1267,10 @@ impl<'d> Grounder<'d> {
                 at += cis.len();
                 let mut handed = Vec::with_capacity(rules.len());
                 for (ci, plan, _) in rules {
-                    let (to_out, from_join) = std::sync::mpsc::sync_channel(BATCHES_IN_FLIGHT);
+                    // Not bounded: a thread that runs a later rule than the one being written out must
+                    // not wait for it (a bound of 16 batches made chess's large rules run one after
+                    // another). The batches waiting are at most the output of the rules run ahead.
+                    let (to_out, from_join) = std::sync::mpsc::channel();
                     let job = Job {
                         ci: *ci,
                         component,
@@ -1446,7 +1449,7 @@ struct Job<'p> {
     /// The identities settled before the component (`Exec::canon`).
     canon: Arc<Vec<u32>>,
     /// Where the rule's instances go.
-    to_out: std::sync::mpsc::SyncSender<Handed>,
+    to_out: std::sync::mpsc::Sender<Handed>,
 }
 
 /// What a join thread hands the output for a rule: a batch of instances, or the error that
@@ -1485,8 +1488,6 @@ const NO_HEAD: TermId = TermId::MAX;
 const BATCH_INSTANCES: usize = 4096;
 /// How many literals a batch holds at most, in bodies and auxiliary rules together.
 const BATCH_LITERALS: usize = 1 << 16;
-/// How many batches of a rule may wait for the output.
-const BATCHES_IN_FLIGHT: usize = 16;
 
 impl Batch {
     fn new() -> Self {
