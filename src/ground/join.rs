@@ -1236,8 +1236,8 @@ pub(crate) enum Stop {
 }
 
 /// The term store a join reads: deriving interns the heads it finds, instantiating only reads
-/// (every atom it names was derived), so instantiation can share the store with the thread
-/// that writes its output (`Grounder::instantiate`).
+/// (every atom it names was derived), so the joins of instantiation share the store with each
+/// other and with the thread that writes their output (`Grounder::instantiate`).
 pub(crate) enum StoreRef<'a> {
     Mut(&'a mut TermStore),
     Shared(&'a TermStore),
