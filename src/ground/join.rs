@@ -263,6 +263,13 @@ pub(crate) enum Step {
     /// rest can then only derive the same atoms again. `slot` numbers the step's set of
     /// bindings seen in `Exec`.
     Seen { slot: usize, vars: Box<[u32]> },
+    /// While deriving, in sub-join `sub` once its out variables are all bound: stop if the rest
+    /// of the sub-join had a solution for this binding of them before (in this solve), and
+    /// otherwise run the rest as an existence test. A derivation's sub-join answers with the
+    /// set of its out bindings, so later solutions of the same binding could only find it
+    /// again. A binding is remembered only once found: one whose rest failed may still
+    /// succeed with other values of the variables bound before.
+    OutKnown { sub: usize },
     /// The sub-join `Plan::subs[sub]`: a group of literals that shares only head variables with
     /// the rest of the body. It is solved once per binding of the shared variables bound before
     /// it (`given`); for each binding of the shared variables it binds itself (`out`), its
@@ -276,7 +283,7 @@ impl Step {
             Step::Scan { item, .. } | Step::Absent { item } | Step::NegOut { item } | Step::Test { item } => {
                 Some(*item)
             }
-            Step::Sub { .. } | Step::HeadKnown | Step::Seen { .. } => None,
+            Step::Sub { .. } | Step::HeadKnown | Step::Seen { .. } | Step::OutKnown { .. } => None,
         }
     }
 }
@@ -888,6 +895,9 @@ pub(crate) fn plan(
             steps.insert(k, Step::HeadKnown);
         }
         mark_seen(conj, &mut steps, &subs);
+        for (i, sp) in subs.iter_mut().enumerate() {
+            mark_out_known(conj, i, sp);
+        }
     }
     finish_indexes(&mut steps, relations, store);
     for sub in &mut subs {
@@ -967,6 +977,35 @@ fn mark_seen(conj: &Conj, steps: &mut Vec<Step>, subs: &[SubPlan]) {
     }
     for (slot, (k, vars)) in at.into_iter().enumerate().rev() {
         steps.insert(k, Step::Seen { slot, vars });
+    }
+}
+
+/// Puts a [`Step::OutKnown`] into sub-join `sub` of a derivation after the step that binds the
+/// last of its out variables, when a scan or a sub-join still follows. In alexChess a magic
+/// rule's sub-join found a square from a line of squares and then looked for a move to it
+/// that is not the king's: every such move of the square was found, each only to give the
+/// square again.
+fn mark_out_known(conj: &Conj, sub: usize, sp: &mut SubPlan) {
+    // A sub-join without out variables is an existence test already.
+    if sp.out.is_empty() {
+        return;
+    }
+    let mut bound = vec![false; conj.nvars];
+    for (k, s) in sp.steps.iter().enumerate() {
+        match s {
+            Step::Scan { item, .. } => conj.body[*item].for_each_var(&mut |v| bound[v as usize] = true),
+            Step::Sub { .. } => return,
+            _ => {}
+        }
+        if sp.out.iter().all(|&v| bound[v as usize]) {
+            let work = sp.steps[k + 1..]
+                .iter()
+                .any(|s| matches!(s, Step::Scan { .. } | Step::Sub { .. }));
+            if work {
+                sp.steps.insert(k + 1, Step::OutKnown { sub });
+            }
+            return;
+        }
     }
 }
 
@@ -1289,6 +1328,8 @@ pub(crate) struct Exec<'a> {
     by_set: bool,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
     seen: Vec<Memo<()>>,
+    /// For each sub-join with a [`Step::OutKnown`], the out bindings its current solve found.
+    out_seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
     /// position from the round's start (empty: all of them). See `Grounder::eval_scc`.
     pub delta_keep: &'a [bool],
@@ -1346,6 +1387,7 @@ impl<'a> Exec<'a> {
             split_sols: Vec::new(),
             by_set: true,
             seen: Vec::new(),
+            out_seen: Vec::new(),
             delta_keep: &[],
             last: Vec::new(),
             sol_vals: Vec::new(),
@@ -1385,6 +1427,9 @@ impl<'a> Exec<'a> {
         );
         self.last.clear();
         self.last.resize(plan.subs.len(), None);
+        self.out_seen.clear();
+        self.out_seen
+            .extend(plan.subs.iter().map(|sp| Memo::new(sp.out.len())));
         self.seen.clear();
         for s in &plan.steps {
             if let Step::Seen { vars, .. } = s {
@@ -1598,6 +1643,31 @@ impl<'a> Exec<'a> {
                     Ok(())
                 }
             }
+            Step::OutKnown { sub } => {
+                let sp = &plan.subs[*sub];
+                let mut key = std::mem::take(&mut self.key);
+                key.clear();
+                key.extend(sp.out.iter().map(|&v| self.binds[v as usize]));
+                let known = self.out_seen[*sub].get(&key).is_some();
+                self.key = key;
+                if known {
+                    return Ok(());
+                }
+                match self.step(conj, plan, steps, k + 1, &mut |ex: &mut Exec| {
+                    emit(ex)?;
+                    Err(Stop::Found)
+                }) {
+                    Err(Stop::Found) => {
+                        let mut key = std::mem::take(&mut self.key);
+                        key.clear();
+                        key.extend(sp.out.iter().map(|&v| self.binds[v as usize]));
+                        self.out_seen[*sub].add(&key);
+                        self.key = key;
+                        Ok(())
+                    }
+                    r => r,
+                }
+            }
             Step::Sub { sub } => {
                 let sp = &plan.subs[*sub];
                 let mut key = std::mem::take(&mut self.key);
@@ -1674,6 +1744,9 @@ impl<'a> Exec<'a> {
                     )])),
                     Err(e) => Err(e),
                 };
+            }
+            if sp.steps.iter().any(|s| matches!(s, Step::OutKnown { .. })) {
+                self.out_seen[sub] = Memo::new(sp.out.len());
             }
             let mut seen: FxHashSet<Box<[TermId]>> = FxHashSet::default();
             let mut found: Vec<Box<[TermId]>> = Vec::new();
@@ -2357,6 +2430,34 @@ mod tests {
         // After the position, ?y is still read by the addition, and nothing follows the
         // addition: no other step.
         assert_eq!(steps.len(), 4);
+    }
+
+    fn sub_plan(steps: Vec<Step>, out: &[u32]) -> SubPlan {
+        SubPlan {
+            steps,
+            given: Box::new([]),
+            out: out.into(),
+            family: Box::new([]),
+            split: None,
+        }
+    }
+
+    #[test]
+    fn a_sub_join_whose_out_variables_are_bound_is_then_an_existence_test() {
+        // As a sub-join binding ?x (variable 0): once the first scan has bound it, the second
+        // only has to find one ?z; ?y 1, ?z 2.
+        let c = conj("(<= (r ?x) (p ?x ?y) (q ?y ?z))");
+        let mut sp = sub_plan(scans(&c), &[0]);
+        mark_out_known(&c, 3, &mut sp);
+        assert_eq!(sp.steps.len(), 3);
+        assert!(matches!(sp.steps[1], Step::OutKnown { sub: 3 }), "{:?}", sp.steps);
+        // Bound only by the last scan, or not an out variable at all: nothing to cut.
+        let mut sp = sub_plan(scans(&c), &[2]);
+        mark_out_known(&c, 0, &mut sp);
+        assert_eq!(sp.steps.len(), 2);
+        let mut sp = sub_plan(scans(&c), &[]);
+        mark_out_known(&c, 0, &mut sp);
+        assert_eq!(sp.steps.len(), 2);
     }
 
     #[test]
