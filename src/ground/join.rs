@@ -458,29 +458,30 @@ impl Planner<'_> {
     fn groups(&self, items: &[usize], bound: &[bool], needed: &[bool]) -> Vec<Group> {
         let n = items.len();
         let mut parent: Vec<usize> = (0..n).collect();
-        let mut owner: FxHashMap<u32, usize> = FxHashMap::default();
+        // The first item of each variable; planning runs for every rule in every round of the
+        // fixpoint, so these are arrays rather than hash maps.
+        let mut owner: Vec<usize> = vec![usize::MAX; self.conj.nvars];
         let vars: Vec<&[u32]> = items.iter().map(|&i| self.vars(i)).collect();
         for (j, vs) in vars.iter().enumerate() {
             for &v in vs.iter() {
                 if bound[v as usize] || needed[v as usize] {
                     continue;
                 }
-                match owner.get(&v) {
-                    None => {
-                        owner.insert(v, j);
-                    }
-                    Some(&o) => {
+                match owner[v as usize] {
+                    usize::MAX => owner[v as usize] = j,
+                    o => {
                         let (a, b) = (find_root(&mut parent, j), find_root(&mut parent, o));
                         parent[a] = b;
                     }
                 }
             }
         }
-        let mut index: FxHashMap<usize, usize> = FxHashMap::default();
+        // The group of each root item, in order of first appearance.
+        let mut index: Vec<usize> = vec![usize::MAX; n];
         let mut groups: Vec<Group> = Vec::new();
         for j in 0..n {
             let r = find_root(&mut parent, j);
-            let g = *index.entry(r).or_insert_with(|| {
+            if index[r] == usize::MAX {
                 groups.push(Group {
                     items: Vec::new(),
                     local: false,
@@ -488,8 +489,9 @@ impl Planner<'_> {
                     given: Vec::new(),
                     can_generate: false,
                 });
-                groups.len() - 1
-            });
+                index[r] = groups.len() - 1;
+            }
+            let g = index[r];
             groups[g].items.push(items[j]);
             for &v in vars[j] {
                 let grp = &mut groups[g];
