@@ -2229,6 +2229,8 @@ struct DeltaProjection {
     seen: FxHashSet<Box<[TermId]>>,
     binds: Vec<TermId>,
     trail: Vec<u32>,
+    /// Scratch space for a projection, so that only a new one is allocated.
+    key: Vec<TermId>,
 }
 
 impl DeltaProjection {
@@ -2258,6 +2260,7 @@ impl DeltaProjection {
             seen: FxHashSet::default(),
             binds: vec![UNBOUND; conj.nvars],
             trail: Vec::new(),
+            key: Vec::new(),
         }
     }
 
@@ -2294,10 +2297,11 @@ impl DeltaProjection {
             }
             // An atom that does not match the literal is never read: leaving it in costs
             // only the scan's own test.
-            let new = ok
-                && self
-                    .seen
-                    .insert(live.iter().map(|&v| self.binds[v as usize]).collect());
+            let new = ok && {
+                self.key.clear();
+                self.key.extend(live.iter().map(|&v| self.binds[v as usize]));
+                !self.seen.contains(&self.key[..]) && self.seen.insert(self.key.as_slice().into())
+            };
             for v in self.trail.drain(..) {
                 self.binds[v as usize] = UNBOUND;
             }

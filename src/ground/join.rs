@@ -263,6 +263,13 @@ pub(crate) enum Step {
     /// rest can then only derive the same atoms again. `slot` numbers the step's set of
     /// bindings seen in `Exec`.
     Seen { slot: usize, vars: Box<[u32]> },
+    /// While deriving, in sub-join `sub` once its out variables are all bound: stop if the rest
+    /// of the sub-join had a solution for this binding of them before (in this solve), and
+    /// otherwise run the rest as an existence test. A derivation's sub-join answers with the
+    /// set of its out bindings, so later solutions of the same binding could only find it
+    /// again. A binding is remembered only once found: one whose rest failed may still
+    /// succeed with other values of the variables bound before.
+    OutKnown { sub: usize },
     /// The sub-join `Plan::subs[sub]`: a group of literals that shares only head variables with
     /// the rest of the body. It is solved once per binding of the shared variables bound before
     /// it (`given`); for each binding of the shared variables it binds itself (`out`), its
@@ -276,7 +283,7 @@ impl Step {
             Step::Scan { item, .. } | Step::Absent { item } | Step::NegOut { item } | Step::Test { item } => {
                 Some(*item)
             }
-            Step::Sub { .. } | Step::HeadKnown | Step::Seen { .. } => None,
+            Step::Sub { .. } | Step::HeadKnown | Step::Seen { .. } | Step::OutKnown { .. } => None,
         }
     }
 }
@@ -361,6 +368,11 @@ struct Planner<'a> {
     dynamic: &'a [bool],
     mode: Mode,
     bounds: &'a Bounds,
+    /// The variables of each body item, in order of first occurrence (see `Planner::vars`).
+    item_vars: Vec<Vec<u32>>,
+    /// The expected matches of each scan the plan has weighed, by item and by which of the
+    /// item's variables were bound (see `Planner::scan_cost`).
+    costs: std::cell::RefCell<FxHashMap<(usize, u64), f64>>,
 }
 
 /// A group of remaining items linked by variables local to the level being planned.
@@ -385,14 +397,11 @@ impl Planner<'_> {
         }
     }
 
-    fn vars(&self, i: usize) -> Vec<u32> {
-        let mut vars = Vec::new();
-        self.conj.body[i].for_each_var(&mut |v| {
-            if !vars.contains(&v) {
-                vars.push(v);
-            }
-        });
-        vars
+    /// The variables of body item `i`, in order of first occurrence: computed once per plan,
+    /// since planning asks for them at every step (in alexChess's fixpoint, which plans each
+    /// rule anew in every round, planning was a third of the time).
+    fn vars(&self, i: usize) -> &[u32] {
+        &self.item_vars[i]
     }
 
     /// The step for non-positive item `i`, whose variables are bound.
@@ -423,33 +432,56 @@ impl Planner<'_> {
         (step, cost * share.min(1.0))
     }
 
+    /// The expected matches of the scan of positive literal `i` given the bound variables, as
+    /// `scan` gives them. Planning weighs the same scans again and again (each candidate at
+    /// every step, and every scan of a sub-join to estimate it), and the answer depends only on
+    /// which of the literal's variables are bound: relations do not change while a plan is
+    /// made, so it is computed once per plan and binding pattern.
+    fn scan_cost(&self, i: usize, bound: &[bool], relations: &mut [Relation], store: &TermStore) -> f64 {
+        let vars = self.vars(i);
+        if vars.len() > 64 {
+            return self.scan(i, bound, relations, store).1;
+        }
+        let mask = vars
+            .iter()
+            .enumerate()
+            .fold(0u64, |m, (j, &v)| m | (u64::from(bound[v as usize]) << j));
+        if let Some(&c) = self.costs.borrow().get(&(i, mask)) {
+            return c;
+        }
+        let c = self.scan(i, bound, relations, store).1;
+        self.costs.borrow_mut().insert((i, mask), c);
+        c
+    }
+
     /// The groups of `items`: linked by variables neither bound nor in `needed`.
     fn groups(&self, items: &[usize], bound: &[bool], needed: &[bool]) -> Vec<Group> {
         let n = items.len();
         let mut parent: Vec<usize> = (0..n).collect();
-        let mut owner: FxHashMap<u32, usize> = FxHashMap::default();
-        let vars: Vec<Vec<u32>> = items.iter().map(|&i| self.vars(i)).collect();
+        // The first item of each variable; planning runs for every rule in every round of the
+        // fixpoint, so these are arrays rather than hash maps.
+        let mut owner: Vec<usize> = vec![usize::MAX; self.conj.nvars];
+        let vars: Vec<&[u32]> = items.iter().map(|&i| self.vars(i)).collect();
         for (j, vs) in vars.iter().enumerate() {
-            for &v in vs {
+            for &v in vs.iter() {
                 if bound[v as usize] || needed[v as usize] {
                     continue;
                 }
-                match owner.get(&v) {
-                    None => {
-                        owner.insert(v, j);
-                    }
-                    Some(&o) => {
+                match owner[v as usize] {
+                    usize::MAX => owner[v as usize] = j,
+                    o => {
                         let (a, b) = (find_root(&mut parent, j), find_root(&mut parent, o));
                         parent[a] = b;
                     }
                 }
             }
         }
-        let mut index: FxHashMap<usize, usize> = FxHashMap::default();
+        // The group of each root item, in order of first appearance.
+        let mut index: Vec<usize> = vec![usize::MAX; n];
         let mut groups: Vec<Group> = Vec::new();
         for j in 0..n {
             let r = find_root(&mut parent, j);
-            let g = *index.entry(r).or_insert_with(|| {
+            if index[r] == usize::MAX {
                 groups.push(Group {
                     items: Vec::new(),
                     local: false,
@@ -457,10 +489,11 @@ impl Planner<'_> {
                     given: Vec::new(),
                     can_generate: false,
                 });
-                groups.len() - 1
-            });
+                index[r] = groups.len() - 1;
+            }
+            let g = index[r];
             groups[g].items.push(items[j]);
-            for &v in &vars[j] {
+            for &v in vars[j] {
                 let grp = &mut groups[g];
                 if bound[v as usize] {
                     if !grp.given.contains(&v) {
@@ -544,7 +577,8 @@ impl Planner<'_> {
             if filtered || remaining.len() < before {
                 continue;
             }
-            let mut best: Option<(f64, Result<Step, usize>)> = None;
+            // The cheapest move: the scan of an item (`Ok`) or a group's sub-join (`Err`).
+            let mut best: Option<(f64, Result<usize, usize>)> = None;
             for (g, grp) in groups.iter().enumerate() {
                 if grp.local && (!grp.can_generate || whole(grp)) {
                     continue;
@@ -560,9 +594,9 @@ impl Planner<'_> {
                     if !matches!(self.conj.body[i], Item::Pos(_)) {
                         continue;
                     }
-                    let (step, cost) = self.scan(i, bound, relations, store);
+                    let cost = self.scan_cost(i, bound, relations, store);
                     if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                        best = Some((cost, Ok(step)));
+                        best = Some((cost, Ok(i)));
                     }
                 }
             }
@@ -571,9 +605,9 @@ impl Planner<'_> {
                     if !matches!(self.conj.body[i], Item::Pos(_)) {
                         continue;
                     }
-                    let (step, cost) = self.scan(i, bound, relations, store);
+                    let cost = self.scan_cost(i, bound, relations, store);
                     if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                        best = Some((cost, Ok(step)));
+                        best = Some((cost, Ok(i)));
                     }
                 }
             }
@@ -586,17 +620,15 @@ impl Planner<'_> {
                     }
                     break;
                 }
-                Some((_, Ok(step))) => {
-                    if let Some(i) = step.item() {
-                        remaining.retain(|&j| j != i);
-                        self.conj.body[i].for_each_var(&mut |v| {
-                            if !bound[v as usize] {
-                                bound[v as usize] = true;
-                                level_bound.push(v);
-                            }
-                        });
-                    }
-                    steps.push(step);
+                Some((_, Ok(i))) => {
+                    steps.push(self.scan(i, bound, relations, store).0);
+                    remaining.retain(|&j| j != i);
+                    self.conj.body[i].for_each_var(&mut |v| {
+                        if !bound[v as usize] {
+                            bound[v as usize] = true;
+                            level_bound.push(v);
+                        }
+                    });
                 }
                 Some((_, Err(g))) => {
                     let grp = &groups[g];
@@ -631,7 +663,7 @@ impl Planner<'_> {
         while !left.is_empty() {
             let mut best: Option<(f64, usize)> = None;
             for (j, &i) in left.iter().enumerate() {
-                let cost = self.scan(i, &bound, relations, store).1;
+                let cost = self.scan_cost(i, &bound, relations, store);
                 if best.is_none_or(|(c, _)| cost < c) {
                     best = Some((cost, j));
                 }
@@ -731,7 +763,7 @@ impl Planner<'_> {
         }
         let mut link: Vec<u32> = Vec::new();
         for &i in &filter_items {
-            for v in self.vars(i) {
+            for &v in self.vars(i) {
                 if avail[v as usize] && !bound[v as usize] && !link.contains(&v) {
                     link.push(v);
                 }
@@ -752,7 +784,7 @@ impl Planner<'_> {
         }
         let mut reads: Vec<u32> = Vec::new();
         for &i in &filter_items {
-            for v in self.vars(i) {
+            for &v in self.vars(i) {
                 if inner[v as usize] && !reads.contains(&v) {
                     reads.push(v);
                 }
@@ -843,6 +875,19 @@ pub(crate) fn plan(
     relations: &mut [Relation],
     store: &TermStore,
 ) -> Plan {
+    let item_vars = conj
+        .body
+        .iter()
+        .map(|item| {
+            let mut vars = Vec::new();
+            item.for_each_var(&mut |v| {
+                if !vars.contains(&v) {
+                    vars.push(v);
+                }
+            });
+            vars
+        })
+        .collect();
     let p = Planner {
         conj,
         delta,
@@ -850,6 +895,8 @@ pub(crate) fn plan(
         dynamic,
         mode,
         bounds,
+        item_vars,
+        costs: Default::default(),
     };
     // Negated literals over dynamic relations are assumed true while deriving.
     let items: Vec<usize> = (0..conj.body.len())
@@ -888,6 +935,9 @@ pub(crate) fn plan(
             steps.insert(k, Step::HeadKnown);
         }
         mark_seen(conj, &mut steps, &subs);
+        for (i, sp) in subs.iter_mut().enumerate() {
+            mark_out_known(conj, i, sp);
+        }
     }
     finish_indexes(&mut steps, relations, store);
     for sub in &mut subs {
@@ -967,6 +1017,35 @@ fn mark_seen(conj: &Conj, steps: &mut Vec<Step>, subs: &[SubPlan]) {
     }
     for (slot, (k, vars)) in at.into_iter().enumerate().rev() {
         steps.insert(k, Step::Seen { slot, vars });
+    }
+}
+
+/// Puts a [`Step::OutKnown`] into sub-join `sub` of a derivation after the step that binds the
+/// last of its out variables, when a scan or a sub-join still follows. In alexChess a magic
+/// rule's sub-join found a square from a line of squares and then looked for a move to it
+/// that is not the king's: every such move of the square was found, each only to give the
+/// square again.
+fn mark_out_known(conj: &Conj, sub: usize, sp: &mut SubPlan) {
+    // A sub-join without out variables is an existence test already.
+    if sp.out.is_empty() {
+        return;
+    }
+    let mut bound = vec![false; conj.nvars];
+    for (k, s) in sp.steps.iter().enumerate() {
+        match s {
+            Step::Scan { item, .. } => conj.body[*item].for_each_var(&mut |v| bound[v as usize] = true),
+            Step::Sub { .. } => return,
+            _ => {}
+        }
+        if sp.out.iter().all(|&v| bound[v as usize]) {
+            let work = sp.steps[k + 1..]
+                .iter()
+                .any(|s| matches!(s, Step::Scan { .. } | Step::Sub { .. }));
+            if work {
+                sp.steps.insert(k + 1, Step::OutKnown { sub });
+            }
+            return;
+        }
     }
 }
 
@@ -1318,6 +1397,8 @@ pub(crate) struct Exec<'a> {
     by_set: bool,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
     seen: Vec<Memo<()>>,
+    /// For each sub-join with a [`Step::OutKnown`], the out bindings its current solve found.
+    out_seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
     /// position from the round's start (empty: all of them). See `Grounder::eval_scc`.
     pub delta_keep: &'a [bool],
@@ -1375,6 +1456,7 @@ impl<'a> Exec<'a> {
             split_sols: Vec::new(),
             by_set: true,
             seen: Vec::new(),
+            out_seen: Vec::new(),
             delta_keep: &[],
             last: Vec::new(),
             sol_vals: Vec::new(),
@@ -1414,6 +1496,9 @@ impl<'a> Exec<'a> {
         );
         self.last.clear();
         self.last.resize(plan.subs.len(), None);
+        self.out_seen.clear();
+        self.out_seen
+            .extend(plan.subs.iter().map(|sp| Memo::new(sp.out.len())));
         self.seen.clear();
         for s in &plan.steps {
             if let Step::Seen { vars, .. } = s {
@@ -1627,6 +1712,31 @@ impl<'a> Exec<'a> {
                     Ok(())
                 }
             }
+            Step::OutKnown { sub } => {
+                let sp = &plan.subs[*sub];
+                let mut key = std::mem::take(&mut self.key);
+                key.clear();
+                key.extend(sp.out.iter().map(|&v| self.binds[v as usize]));
+                let known = self.out_seen[*sub].get(&key).is_some();
+                self.key = key;
+                if known {
+                    return Ok(());
+                }
+                match self.step(conj, plan, steps, k + 1, &mut |ex: &mut Exec| {
+                    emit(ex)?;
+                    Err(Stop::Found)
+                }) {
+                    Err(Stop::Found) => {
+                        let mut key = std::mem::take(&mut self.key);
+                        key.clear();
+                        key.extend(sp.out.iter().map(|&v| self.binds[v as usize]));
+                        self.out_seen[*sub].add(&key);
+                        self.key = key;
+                        Ok(())
+                    }
+                    r => r,
+                }
+            }
             Step::Sub { sub } => {
                 let sp = &plan.subs[*sub];
                 let mut key = std::mem::take(&mut self.key);
@@ -1703,6 +1813,9 @@ impl<'a> Exec<'a> {
                     )])),
                     Err(e) => Err(e),
                 };
+            }
+            if sp.steps.iter().any(|s| matches!(s, Step::OutKnown { .. })) {
+                self.out_seen[sub] = Memo::new(sp.out.len());
             }
             let mut seen: FxHashSet<Box<[TermId]>> = FxHashSet::default();
             let mut found: Vec<Box<[TermId]>> = Vec::new();
@@ -2386,6 +2499,34 @@ mod tests {
         // After the position, ?y is still read by the addition, and nothing follows the
         // addition: no other step.
         assert_eq!(steps.len(), 4);
+    }
+
+    fn sub_plan(steps: Vec<Step>, out: &[u32]) -> SubPlan {
+        SubPlan {
+            steps,
+            given: Box::new([]),
+            out: out.into(),
+            family: Box::new([]),
+            split: None,
+        }
+    }
+
+    #[test]
+    fn a_sub_join_whose_out_variables_are_bound_is_then_an_existence_test() {
+        // As a sub-join binding ?x (variable 0): once the first scan has bound it, the second
+        // only has to find one ?z; ?y 1, ?z 2.
+        let c = conj("(<= (r ?x) (p ?x ?y) (q ?y ?z))");
+        let mut sp = sub_plan(scans(&c), &[0]);
+        mark_out_known(&c, 3, &mut sp);
+        assert_eq!(sp.steps.len(), 3);
+        assert!(matches!(sp.steps[1], Step::OutKnown { sub: 3 }), "{:?}", sp.steps);
+        // Bound only by the last scan, or not an out variable at all: nothing to cut.
+        let mut sp = sub_plan(scans(&c), &[2]);
+        mark_out_known(&c, 0, &mut sp);
+        assert_eq!(sp.steps.len(), 2);
+        let mut sp = sub_plan(scans(&c), &[]);
+        mark_out_known(&c, 0, &mut sp);
+        assert_eq!(sp.steps.len(), 2);
     }
 
     #[test]
