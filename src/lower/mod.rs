@@ -948,8 +948,7 @@ impl Part {
             }
             let candidate = |lit: &&Lit| {
                 let h = (lit.slot() as usize).checked_sub(first)? as u32;
-                (in_group(h) && self.sink[h as usize] == u32::MAX && seen[&lit.slot()] == 1)
-                    .then_some(h)
+                (in_group(h) && self.sink[h as usize] == u32::MAX && seen[&lit.slot()] == 1).then_some(h)
             };
             let negated = operands
                 .iter()
