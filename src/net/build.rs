@@ -227,10 +227,9 @@ impl<'g> Builder<'g> {
         }
         goals.sort_by_key(|g| (g.role, g.value));
         self.net.goals = goals;
-        // Names are unique but for an atom named like another of another kind, whose pair
-        // then differs by node, so an unstable sort gives the same order, without the merge
-        // sort's buffer and moves (alexChess: 175,748 views).
-        views.sort_unstable();
+        // A stable sort: the views come mostly in order already, which it takes as runs (an
+        // unstable sort took 1.9 times the instructions here on alexChess).
+        views.sort();
         self.net.views = views;
         self.net.verify()?;
         Ok(self.net)
