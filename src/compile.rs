@@ -146,7 +146,13 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
     timings.build = start.elapsed();
     let unoptimized = NetStats::of(&built);
     let (ground_atoms, ground_rules) = (grounded.atoms.len(), grounded.rules.len());
-    drop(grounded);
+    // Nothing reads the ground program any more. Freeing it (chess: 4.5 million rules and
+    // their atoms' texts, about 85 ms of an idle core) is left to a thread of its own, so that
+    // the optimizer starts at once; the second core is otherwise idle here. If no thread can
+    // be started, the closure and the program in it are dropped here instead.
+    let _ = std::thread::Builder::new()
+        .name("free ground".into())
+        .spawn(move || drop(grounded));
 
     let start = Instant::now();
     let (mut net, passes) = if options.optimize {

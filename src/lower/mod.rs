@@ -46,7 +46,7 @@ use propjet_runtime::{
     ChunkLoop, Engine, Entry, EntryChunks, Interpreter, Lit, Native, NativeError, Op, Opaque, Program,
     ProgramError, ValidProgram, Width,
 };
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 mod gates;
 mod x64;
@@ -798,7 +798,11 @@ impl Plan {
             let mut part = Part::new(program, stored.len(), chunks, sink);
             for signature in signatures {
                 let gates = std::mem::take(&mut groups[usize::from(signature)]);
-                part.add(program, &mut jobs, signature, gates, chunk_cost, widths);
+                // A gate is in the group of the signature of the part's entries that need it
+                // (a test of the array, where a set of the group's gates took chess and
+                // alexChess a hash of half a million gates).
+                let in_group = |h: u32| needed_by[h as usize] & entries == signature;
+                part.add(program, &mut jobs, signature, gates, in_group, chunk_cost, widths);
             }
             chunks = part.first + part.chunks;
             stored.push(part.stored(program, entries, store_every_gate));
@@ -923,9 +927,14 @@ impl Part {
     /// many operands, the gates of the group it reads once, in its operand group (positive or
     /// negated) that has more of them, if at least [`SINK_LEAST`] and none folded into another
     /// wide gate already. Returns for each wide gate how many operands it no longer reads.
-    fn choose_sinks(&mut self, program: &Program, gates: &[u32]) -> FxHashMap<u32, usize> {
+    /// `in_group` says whether a gate is in the group.
+    fn choose_sinks(
+        &mut self,
+        program: &Program,
+        gates: &[u32],
+        in_group: impl Fn(u32) -> bool,
+    ) -> FxHashMap<u32, usize> {
         let first = program.first_gate_slot();
-        let in_group: FxHashSet<u32> = gates.iter().copied().collect();
         let mut folded = FxHashMap::default();
         let mut seen: FxHashMap<u32, u32> = FxHashMap::default();
         for &g in gates {
@@ -939,8 +948,7 @@ impl Part {
             }
             let candidate = |lit: &&Lit| {
                 let h = (lit.slot() as usize).checked_sub(first)? as u32;
-                (in_group.contains(&h) && self.sink[h as usize] == u32::MAX && seen[&lit.slot()] == 1)
-                    .then_some(h)
+                (in_group(h) && self.sink[h as usize] == u32::MAX && seen[&lit.slot()] == 1).then_some(h)
             };
             let negated = operands
                 .iter()
@@ -970,19 +978,21 @@ impl Part {
     }
 
     /// Cuts `gates` (ascending) into chunks run by `entries` and adds their jobs at every
-    /// width.
+    /// width. `in_group` says whether a gate is one of `gates`.
+    #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
         program: &Program,
         jobs: &mut Vec<Job>,
         entries: u8,
         gates: Vec<u32>,
+        in_group: impl Fn(u32) -> bool,
         chunk_cost: usize,
         widths: &[Width],
     ) {
         // A wide gate costs what it still reads; each gate folded into one, one more.
         let folded = if self.sinking {
-            self.choose_sinks(program, &gates)
+            self.choose_sinks(program, &gates, in_group)
         } else {
             FxHashMap::default()
         };
@@ -1453,6 +1463,7 @@ fn gate_value(b: &mut FunctionBuilder, base: Value, width: Width, op: Op, operan
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustc_hash::FxHashSet;
 
     #[test]
     fn auto_picks_the_single_pass_allocator_only_above_the_threshold_and_choices_stand() {

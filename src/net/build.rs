@@ -227,6 +227,8 @@ impl<'g> Builder<'g> {
         }
         goals.sort_by_key(|g| (g.role, g.value));
         self.net.goals = goals;
+        // A stable sort: the views come mostly in order already, which it takes as runs (an
+        // unstable sort took 1.9 times the instructions here on alexChess).
         views.sort();
         self.net.views = views;
         self.net.verify()?;
@@ -257,16 +259,18 @@ impl<'g> Builder<'g> {
             .map(AtomId::from_index)
             .filter(|&a| is_view(a) && !self.rules_of(a).is_empty())
             .collect();
-        let succ = |a: AtomId| -> Vec<AtomId> {
-            let mut out: Vec<AtomId> = self
-                .rules_of(a)
-                .iter()
-                .flat_map(|&r| g.rules.body(r as usize).iter().map(|l| l.atom()))
-                .filter(|&b| is_view(b))
-                .collect();
-            out.sort_unstable();
-            out.dedup();
-            out
+        // Appends the view atoms that `a`'s bodies read to `out`, sorted and without repeats.
+        let succ = |a: AtomId, out: &mut Vec<AtomId>| {
+            let start = out.len();
+            out.extend(
+                self.rules_of(a)
+                    .iter()
+                    .flat_map(|&r| g.rules.body(r as usize).iter().map(|l| l.atom()))
+                    .filter(|&b| is_view(b)),
+            );
+            out[start..].sort_unstable();
+            let len = sorted_dedup(&mut out[start..]);
+            out.truncate(start + len);
         };
         for scc in tarjan(g.atoms.len(), &heads, succ) {
             let cyclic = scc.len() > 1 || {
@@ -467,7 +471,7 @@ fn most_gates(g: &Grounded, head_start: &[u32]) -> usize {
 const FACTOR_AS_BUILT: usize = 1000;
 
 /// Moves the distinct values of the sorted `xs` to its front and returns how many there are.
-fn sorted_dedup(xs: &mut [NodeId]) -> usize {
+fn sorted_dedup<T: PartialEq + Copy>(xs: &mut [T]) -> usize {
     let mut len = 0;
     for i in 0..xs.len() {
         if len == 0 || xs[len - 1] != xs[i] {
@@ -553,7 +557,7 @@ fn hash_of(kind: u8, ops: &[NodeId]) -> u64 {
 /// Strongly connected components of the graph on `roots` and what they reach, each component
 /// after every component it has an edge to (dependencies first). Iterative, so deep recursion
 /// in a game cannot overflow the stack.
-fn tarjan(n: usize, roots: &[AtomId], succ: impl Fn(AtomId) -> Vec<AtomId>) -> Vec<Vec<AtomId>> {
+fn tarjan(n: usize, roots: &[AtomId], succ: impl Fn(AtomId, &mut Vec<AtomId>)) -> Vec<Vec<AtomId>> {
     const UNVISITED: u32 = u32::MAX;
     let mut index = vec![UNVISITED; n];
     let mut low = vec![0u32; n];
@@ -561,8 +565,12 @@ fn tarjan(n: usize, roots: &[AtomId], succ: impl Fn(AtomId) -> Vec<AtomId>) -> V
     let mut stack: Vec<AtomId> = Vec::new();
     let mut sccs = Vec::new();
     let mut counter = 0u32;
-    // Each frame: the atom, its successors, and the position of the next successor to visit.
-    let mut frames: Vec<(AtomId, Vec<AtomId>, usize)> = Vec::new();
+    // Each frame: the atom, and the position of its next successor to visit and the end of
+    // its successors in `successors`. The frames' successors lie in one array, in the order
+    // of the frames, so that a frame's are dropped with it (an allocation per atom took a
+    // fifth of this on alexChess's 218,000 heads).
+    let mut frames: Vec<(AtomId, usize, usize)> = Vec::new();
+    let mut successors: Vec<AtomId> = Vec::new();
     for &root in roots {
         if index[root.index()] != UNVISITED {
             continue;
@@ -572,26 +580,31 @@ fn tarjan(n: usize, roots: &[AtomId], succ: impl Fn(AtomId) -> Vec<AtomId>) -> V
         counter += 1;
         stack.push(root);
         on_stack[root.index()] = true;
-        frames.push((root, succ(root), 0));
+        succ(root, &mut successors);
+        frames.push((root, 0, successors.len()));
         while let Some(frame) = frames.last_mut() {
             let v = frame.0;
-            if frame.2 < frame.1.len() {
-                let w = frame.1[frame.2];
-                frame.2 += 1;
+            if frame.1 < frame.2 {
+                let w = successors[frame.1];
+                frame.1 += 1;
                 if index[w.index()] == UNVISITED {
                     index[w.index()] = counter;
                     low[w.index()] = counter;
                     counter += 1;
                     stack.push(w);
                     on_stack[w.index()] = true;
-                    let ws = succ(w);
-                    frames.push((w, ws, 0));
+                    let start = successors.len();
+                    succ(w, &mut successors);
+                    frames.push((w, start, successors.len()));
                 } else if on_stack[w.index()] {
                     low[v.index()] = low[v.index()].min(index[w.index()]);
                 }
                 continue;
             }
             frames.pop();
+            // Its successors are the last in the array: every frame above it is gone.
+            let end = frames.last().map_or(0, |f| f.2);
+            successors.truncate(end);
             if let Some(parent) = frames.last() {
                 let p = parent.0;
                 low[p.index()] = low[p.index()].min(low[v.index()]);

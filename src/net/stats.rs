@@ -44,9 +44,12 @@ pub struct NetStats {
 impl NetStats {
     /// The statistics of `net`.
     pub fn of(net: &Propnet) -> NetStats {
-        let mut s = NetStats::counts(net);
+        // The counts and the depths in one sweep: each node's operands are read once (chess's
+        // net as built has 775,000 nodes, whose operand vectors are mostly out of the cache).
+        let mut s = NetStats::sizes(net);
         let mut depth = vec![0u32; net.nodes.len()];
         for (i, node) in net.nodes.iter().enumerate() {
+            s.count(node);
             if node.is_gate() {
                 depth[i] = 1 + node
                     .operands()
@@ -68,7 +71,16 @@ impl NetStats {
     /// after every pass, and leaving the depth out took linesOfAction's optimize from
     /// 2.73/2.73/2.29 s to 2.43/2.09/2.46 s in alternating runs.
     pub fn counts(net: &Propnet) -> NetStats {
-        let mut s = NetStats {
+        let mut s = NetStats::sizes(net);
+        for node in &net.nodes {
+            s.count(node);
+        }
+        s
+    }
+
+    /// The statistics of `net` that are the lengths of its lists, nothing counted yet.
+    fn sizes(net: &Propnet) -> NetStats {
+        NetStats {
             bases: net.bases.len(),
             inputs: net.inputs.len(),
             legals: net.inputs.len(),
@@ -76,26 +88,27 @@ impl NetStats {
             views: net.views.len(),
             constant_facts: net.constant_facts.len(),
             ..NetStats::default()
-        };
-        for node in &net.nodes {
-            match node {
-                Node::Const(_) => s.constants += 1,
-                Node::Base(_) | Node::Input(_) | Node::Feedback(_) => {}
-                Node::Opaque(_) => s.opaque += 1,
-                Node::And(ops) => {
-                    s.ands += 1;
-                    s.edges += ops.len();
-                    s.max_fan_in = s.max_fan_in.max(ops.len());
-                }
-                Node::Or(ops) => {
-                    s.ors += 1;
-                    s.edges += ops.len();
-                    s.max_fan_in = s.max_fan_in.max(ops.len());
-                }
-                Node::Not(_) => s.nots += 1,
-            }
         }
-        s
+    }
+
+    /// Counts `node`.
+    fn count(&mut self, node: &Node) {
+        match node {
+            Node::Const(_) => self.constants += 1,
+            Node::Base(_) | Node::Input(_) | Node::Feedback(_) => {}
+            Node::Opaque(_) => self.opaque += 1,
+            Node::And(ops) => {
+                self.ands += 1;
+                self.edges += ops.len();
+                self.max_fan_in = self.max_fan_in.max(ops.len());
+            }
+            Node::Or(ops) => {
+                self.ors += 1;
+                self.edges += ops.len();
+                self.max_fan_in = self.max_fan_in.max(ops.len());
+            }
+            Node::Not(_) => self.nots += 1,
+        }
     }
 
     /// And, or and not gates.
