@@ -341,12 +341,29 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
             ..Flags::default()
         },
         // A round after the first usually finds nothing to factor (racer4: 225 ms of
-        // rewriting the net as it was); a scan that writes nothing tells.
-        Pass::Factor if !factors_something(&net) => return dead_nodes(net, before_rewrite),
-        Pass::Factor => Flags {
-            factor: true,
-            ..Flags::default()
-        },
+        // rewriting the net as it was); a scan that writes nothing tells, and tells the
+        // rewriter which ors to factor.
+        Pass::Factor => {
+            let hints = factor_hints(&net);
+            if !hints.contains(&true) {
+                return dead_nodes(net, before_rewrite);
+            }
+            before_rewrite(&net);
+            let mut rewriter = Rewriter::new(
+                &net,
+                Flags {
+                    factor: true,
+                    ..Flags::default()
+                },
+            );
+            rewriter.factor_hints = Some(hints);
+            // The rewriter writes each and before it meets the or that reads it, so the ands
+            // that factoring replaces stay behind with no reader: over a million of them on
+            // the largest games (racer4: 642,000 components became 1.9 million, 668,000 of
+            // them live), which made the size reported after this pass meaningless and every
+            // later pass of the round slower.
+            return dead_nodes(rewriter.run(net), &mut |_| {});
+        }
         // Most rounds find no or to rewrite; then the pass is the net as it was, without the
         // cost of rebuilding it.
         Pass::ExclusiveInputs if !has_exclusive_inputs(&net) => return net,
@@ -362,16 +379,7 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
         Pass::DeadNodes => return dead_nodes(net, before_rewrite),
     };
     before_rewrite(&net);
-    let out = Rewriter::new(&net, flags).run(net);
-    if pass == Pass::Factor {
-        // The rewriter writes each and before it meets the or that reads it, so the ands that
-        // factoring replaces stay behind with no reader: over a million of them on the largest
-        // games (racer4: 642,000 components became 1.9 million, 668,000 of them live), which
-        // made the size reported after this pass meaningless and every later pass of the
-        // round slower.
-        return dead_nodes(out, &mut |_| {});
-    }
-    out
+    Rewriter::new(&net, flags).run(net)
 }
 
 /// The net folded (`Pass::ConstantFolding`) or collapsed (`Pass::Collapse`) by the rewriter,
@@ -387,6 +395,16 @@ pub(super) fn rewrite_anyway(net: Propnet, pass: Pass) -> (bool, Propnet) {
         rewrites_something(&net, pass),
         Rewriter::new(&net, flags).run(net),
     )
+}
+
+/// The factor pass trying every or, without the scan's hints ([`factor_hints`]).
+#[cfg(test)]
+pub(super) fn factor_every_or(net: Propnet) -> Propnet {
+    let flags = Flags {
+        factor: true,
+        ..Flags::default()
+    };
+    dead_nodes(Rewriter::new(&net, flags).run(net), &mut |_| {})
 }
 
 /// Whether the rewriter, folding constants (`Pass::ConstantFolding`) or collapsing
@@ -410,10 +428,18 @@ fn rewrites_something(net: &Propnet, pass: Pass) -> bool {
     })
 }
 
-/// Whether the factor pass would rewrite some or of `net`. It meets the ors as the pass does,
-/// with the ands each reads and how many readers each and has, so until it factors something
-/// the pass sees exactly this net; the scan stops at the first or with a group that pays.
-fn factors_something(net: &Propnet) -> bool {
+/// Below this many nodes, [`factor_hints`] scans the net on one thread: starting a second
+/// costs more than it saves.
+const SCAN_SPLIT: usize = 1 << 16;
+
+/// For each node of `net`, whether it is an or that the factor pass would rewrite in `net`
+/// as it is: an or of one operand (written as its operand), or one with a group of the ands
+/// it alone reads that pays ([`factor_groups`]). The rewriter meets each or with the ands it
+/// reads as they were, renumbered in order, until it factors something; an or none of whose
+/// operands was changed by then (see [`Rewriter::run`]) is met as it was, so the pass
+/// rewrites exactly the ors marked here and those that read what it changed. The ors are
+/// independent of each other, so on a large net the two halves are scanned on two threads.
+fn factor_hints(net: &Propnet) -> Vec<bool> {
     let mut readers = vec![0u32; net.nodes.len()];
     for node in &net.nodes {
         for op in node.operands() {
@@ -423,26 +449,43 @@ fn factors_something(net: &Propnet) -> bool {
     for id in net.outputs() {
         readers[id.index()] = readers[id.index()].saturating_add(1);
     }
-    let mut bodies = Bodies::default();
-    net.nodes.iter().any(|node| {
-        let Node::Or(ops) = node else { return false };
-        // The pass writes an or of one operand as its operand.
-        if ops.len() == 1 {
-            return true;
-        }
-        bodies.ops.clear();
-        bodies.ends.clear();
-        for op in ops {
-            if let (Node::And(inner), 0..=1) = (&net.nodes[op.index()], readers[op.index()]) {
-                bodies.ops.extend_from_slice(inner);
-                bodies.close();
+    let scan = |nodes: &[Node], hints: &mut [bool]| {
+        let mut bodies = Bodies::default();
+        for (node, hint) in nodes.iter().zip(hints) {
+            let Node::Or(ops) = node else { continue };
+            // The pass writes an or of one operand as its operand.
+            if ops.len() == 1 {
+                *hint = true;
+                continue;
             }
+            bodies.ops.clear();
+            bodies.ends.clear();
+            for op in ops {
+                if let (Node::And(inner), 0..=1) = (&net.nodes[op.index()], readers[op.index()]) {
+                    bodies.ops.extend_from_slice(inner);
+                    bodies.close();
+                }
+            }
+            // A group whose residual is empty writes no node, only the shared operand. Fewer
+            // than two ands make no group.
+            *hint = bodies.len() >= 2
+                && !matches!(factor_groups(&mut bodies, &mut |_| Err(())), Ok(groups) if groups.is_empty());
         }
-        // A group whose residual is empty writes no node, only the shared operand. Fewer
-        // than two ands make no group.
-        bodies.len() >= 2
-            && !matches!(factor_groups(&mut bodies, &mut |_| Err(())), Ok(groups) if groups.is_empty())
-    })
+    };
+    let mut hints = vec![false; net.nodes.len()];
+    if net.nodes.len() < SCAN_SPLIT {
+        scan(&net.nodes, &mut hints);
+    } else {
+        let half = net.nodes.len() / 2;
+        let (first, second) = hints.split_at_mut(half);
+        std::thread::scope(|s| {
+            let helper = s.spawn(|| scan(&net.nodes[half..], second));
+            scan(&net.nodes[..half], first);
+            // A panic of the helper is a bug of this function; it is passed on as it is.
+            helper.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        });
+    }
+    hints
 }
 
 /// Whether some or of `net` reads more than half of one role's inputs, which is what
@@ -499,6 +542,14 @@ struct Rewriter {
     /// operands.
     taken: Vec<usize>,
     bodies: Bodies,
+    /// For the factor pass, which old nodes are ors it would rewrite in the net as it was
+    /// ([`factor_hints`]); `None` when every or is tried.
+    factor_hints: Option<Vec<bool>>,
+    /// Whether the or being written must be tried for factoring: it is marked in
+    /// `factor_hints`, or it reads a node that the pass wrote otherwise than as it was.
+    try_factor: bool,
+    /// Whether the last or tried was written otherwise than as it was.
+    factored: bool,
 }
 
 impl Rewriter {
@@ -522,6 +573,9 @@ impl Rewriter {
             uses: Vec::with_capacity(old.nodes.len()),
             taken: Vec::new(),
             bodies: Bodies::default(),
+            factor_hints: None,
+            try_factor: true,
+            factored: false,
         }
     }
 
@@ -614,6 +668,10 @@ impl Rewriter {
             ops = self.exclusive_inputs(ops);
         }
         if !is_and && self.flags.factor {
+            if !self.try_factor {
+                // As the scan met it, and no group paid.
+                return self.add(Node::Or(ops));
+            }
             return self.factor(ops);
         }
         if self.flags.collapse && ops.len() == 1 {
@@ -653,6 +711,7 @@ impl Rewriter {
                 Err(never) => match never {},
             }
         };
+        self.factored = factored.is_some() || ops.len() == 1;
         let or = match factored {
             // No group: the or as it was.
             None if ops.len() == 1 => ops[0],
@@ -726,6 +785,20 @@ impl Rewriter {
             && !(self.flags.fold || self.flags.collapse || self.flags.factor || self.flags.exclusive);
         let mut scratch: Vec<NodeId> = Vec::new();
         let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
+        // With the factor scan's hints: which old nodes the pass wrote otherwise than as they
+        // were (an or factored or written as its one operand, a leaf met twice), or over an
+        // operand so written. The others are written as they were, in the same order, so an
+        // or that reads none of those meets the ands the scan met, with their operands
+        // renumbered in order (which keeps [`factor_groups`]' ties), each read by as many
+        // nodes as the scan counted where that matters (an and that only the or reads: what
+        // the pass writes as one of its operands reads it through the or or through another
+        // reader); it is factored where the scan found a group, and needs no second try.
+        let hints = self.factor_hints.take();
+        let mut changed: Vec<bool> = if hints.is_some() {
+            vec![false; nodes.len()]
+        } else {
+            Vec::new()
+        };
         for i in 0..nodes.len() {
             if touch && i % BATCH == 0 {
                 hashes.clear();
@@ -747,6 +820,12 @@ impl Rewriter {
                 self.gates.touch(&hashes);
             }
             let mut node = std::mem::replace(&mut nodes[i], Node::Const(false));
+            let reads_changed = hints.is_some() && node.operands().iter().any(|o| changed[o.index()]);
+            if let Some(hints) = &hints {
+                self.try_factor = hints[i] || reads_changed;
+                self.factored = false;
+            }
+            let written = self.nodes.len();
             match &mut node {
                 Node::And(ops) | Node::Or(ops) => {
                     for o in ops.iter_mut() {
@@ -757,6 +836,12 @@ impl Rewriter {
                 _ => {}
             }
             let id = self.simplify(node);
+            if hints.is_some() {
+                changed[i] = reads_changed
+                    || self.factored
+                    || id.index() != written
+                    || self.nodes.len() != written + 1;
+            }
             self.uses[id.index()] = self.uses[id.index()].saturating_add(fanout[i]);
             self.map.push(id);
         }
