@@ -342,12 +342,11 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
         },
         // A round after the first usually finds nothing to factor (racer4: 225 ms of
         // rewriting the net as it was); a scan that writes nothing tells, and tells the
-        // rewriter which ors to factor.
+        // rewriter where the first or to factor is.
         Pass::Factor => {
-            let hints = factor_hints(&net);
-            if !hints.contains(&true) {
+            let Some(first) = first_to_factor(&net) else {
                 return dead_nodes(net, before_rewrite);
-            }
+            };
             before_rewrite(&net);
             let mut rewriter = Rewriter::new(
                 &net,
@@ -356,7 +355,7 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
                     ..Flags::default()
                 },
             );
-            rewriter.factor_hints = Some(hints);
+            rewriter.factor_from = Some(first);
             // The rewriter writes each and before it meets the or that reads it, so the ands
             // that factoring replaces stay behind with no reader: over a million of them on
             // the largest games (racer4: 642,000 components became 1.9 million, 668,000 of
@@ -397,7 +396,7 @@ pub(super) fn rewrite_anyway(net: Propnet, pass: Pass) -> (bool, Propnet) {
     )
 }
 
-/// The factor pass trying every or, without the scan's hints ([`factor_hints`]).
+/// The factor pass trying every or, without the scan's answer ([`first_to_factor`]).
 #[cfg(test)]
 pub(super) fn factor_every_or(net: Propnet) -> Propnet {
     let flags = Flags {
@@ -428,18 +427,12 @@ fn rewrites_something(net: &Propnet, pass: Pass) -> bool {
     })
 }
 
-/// Below this many nodes, [`factor_hints`] scans the net on one thread: starting a second
-/// costs more than it saves.
-const SCAN_SPLIT: usize = 1 << 16;
-
-/// For each node of `net`, whether it is an or that the factor pass would rewrite in `net`
-/// as it is: an or of one operand (written as its operand), or one with a group of the ands
-/// it alone reads that pays ([`factor_groups`]). The rewriter meets each or with the ands it
-/// reads as they were, renumbered in order, until it factors something; an or none of whose
-/// operands was changed by then (see [`Rewriter::run`]) is met as it was, so the pass
-/// rewrites exactly the ors marked here and those that read what it changed. The ors are
-/// independent of each other, so on a large net the two halves are scanned on two threads.
-fn factor_hints(net: &Propnet) -> Vec<bool> {
+/// The first node of `net` that is an or the factor pass would rewrite in `net` as it is:
+/// an or of one operand (written as its operand), or one with a group of the ands it alone
+/// reads that pays ([`factor_groups`]); `None` if there is none. Until it meets that or, the
+/// rewriter writes every node as it was, so it need not try the ors before it again (see
+/// [`Rewriter::run`]).
+fn first_to_factor(net: &Propnet) -> Option<usize> {
     let mut readers = vec![0u32; net.nodes.len()];
     for node in &net.nodes {
         for op in node.operands() {
@@ -449,43 +442,26 @@ fn factor_hints(net: &Propnet) -> Vec<bool> {
     for id in net.outputs() {
         readers[id.index()] = readers[id.index()].saturating_add(1);
     }
-    let scan = |nodes: &[Node], hints: &mut [bool]| {
-        let mut bodies = Bodies::default();
-        for (node, hint) in nodes.iter().zip(hints) {
-            let Node::Or(ops) = node else { continue };
-            // The pass writes an or of one operand as its operand.
-            if ops.len() == 1 {
-                *hint = true;
-                continue;
-            }
-            bodies.ops.clear();
-            bodies.ends.clear();
-            for op in ops {
-                if let (Node::And(inner), 0..=1) = (&net.nodes[op.index()], readers[op.index()]) {
-                    bodies.ops.extend_from_slice(inner);
-                    bodies.close();
-                }
-            }
-            // A group whose residual is empty writes no node, only the shared operand. Fewer
-            // than two ands make no group.
-            *hint = bodies.len() >= 2
-                && !matches!(factor_groups(&mut bodies, &mut |_| Err(())), Ok(groups) if groups.is_empty());
+    let mut bodies = Bodies::default();
+    net.nodes.iter().position(|node| {
+        let Node::Or(ops) = node else { return false };
+        // The pass writes an or of one operand as its operand.
+        if ops.len() == 1 {
+            return true;
         }
-    };
-    let mut hints = vec![false; net.nodes.len()];
-    if net.nodes.len() < SCAN_SPLIT {
-        scan(&net.nodes, &mut hints);
-    } else {
-        let half = net.nodes.len() / 2;
-        let (first, second) = hints.split_at_mut(half);
-        std::thread::scope(|s| {
-            let helper = s.spawn(|| scan(&net.nodes[half..], second));
-            scan(&net.nodes[..half], first);
-            // A panic of the helper is a bug of this function; it is passed on as it is.
-            helper.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-        });
-    }
-    hints
+        bodies.ops.clear();
+        bodies.ends.clear();
+        for op in ops {
+            if let (Node::And(inner), 0..=1) = (&net.nodes[op.index()], readers[op.index()]) {
+                bodies.ops.extend_from_slice(inner);
+                bodies.close();
+            }
+        }
+        // A group whose residual is empty writes no node, only the shared operand. Fewer
+        // than two ands make no group.
+        bodies.len() >= 2
+            && !matches!(factor_groups(&mut bodies, &mut |_| Err(())), Ok(groups) if groups.is_empty())
+    })
 }
 
 /// Whether some or of `net` reads more than half of one role's inputs, which is what
@@ -542,11 +518,11 @@ struct Rewriter {
     /// operands.
     taken: Vec<usize>,
     bodies: Bodies,
-    /// For the factor pass, which old nodes are ors it would rewrite in the net as it was
-    /// ([`factor_hints`]); `None` when every or is tried.
-    factor_hints: Option<Vec<bool>>,
-    /// Whether the or being written must be tried for factoring: it is marked in
-    /// `factor_hints`, or it reads a node that the pass wrote otherwise than as it was.
+    /// For the factor pass, the first old node that is an or it would rewrite in the net as
+    /// it was ([`first_to_factor`]); `None` when every or is tried.
+    factor_from: Option<usize>,
+    /// Whether the or being written must be tried for factoring: it is `factor_from` or
+    /// later, or it reads a node that the pass wrote otherwise than as it was.
     try_factor: bool,
     /// Whether the last or tried was written otherwise than as it was.
     factored: bool,
@@ -573,7 +549,7 @@ impl Rewriter {
             uses: Vec::with_capacity(old.nodes.len()),
             taken: Vec::new(),
             bodies: Bodies::default(),
-            factor_hints: None,
+            factor_from: None,
             try_factor: true,
             factored: false,
         }
@@ -785,16 +761,16 @@ impl Rewriter {
             && !(self.flags.fold || self.flags.collapse || self.flags.factor || self.flags.exclusive);
         let mut scratch: Vec<NodeId> = Vec::new();
         let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
-        // With the factor scan's hints: which old nodes the pass wrote otherwise than as they
-        // were (an or factored or written as its one operand, a leaf met twice), or over an
-        // operand so written. The others are written as they were, in the same order, so an
-        // or that reads none of those meets the ands the scan met, with their operands
-        // renumbered in order (which keeps [`factor_groups`]' ties), each read by as many
-        // nodes as the scan counted where that matters (an and that only the or reads: what
-        // the pass writes as one of its operands reads it through the or or through another
-        // reader); it is factored where the scan found a group, and needs no second try.
-        let hints = self.factor_hints.take();
-        let mut changed: Vec<bool> = if hints.is_some() {
+        // With the factor scan's first or: which old nodes the pass wrote otherwise than as
+        // they were (an or factored or written as its one operand, a leaf met twice), or over
+        // an operand so written. The others are written as they were, in the same order, so
+        // an or before the first that reads none of those meets the ands the scan met, with
+        // their operands renumbered in order (which keeps [`factor_groups`]' ties), each read
+        // by as many nodes as the scan counted where that matters (an and that only the or
+        // reads: what the pass writes as one of its operands reads it through the or or
+        // through another reader); the scan found no group there, and it needs no second try.
+        let from = self.factor_from.take();
+        let mut changed: Vec<bool> = if from.is_some() {
             vec![false; nodes.len()]
         } else {
             Vec::new()
@@ -820,9 +796,9 @@ impl Rewriter {
                 self.gates.touch(&hashes);
             }
             let mut node = std::mem::replace(&mut nodes[i], Node::Const(false));
-            let reads_changed = hints.is_some() && node.operands().iter().any(|o| changed[o.index()]);
-            if let Some(hints) = &hints {
-                self.try_factor = hints[i] || reads_changed;
+            let reads_changed = from.is_some() && node.operands().iter().any(|o| changed[o.index()]);
+            if let Some(from) = from {
+                self.try_factor = i >= from || reads_changed;
                 self.factored = false;
             }
             let written = self.nodes.len();
@@ -836,7 +812,7 @@ impl Rewriter {
                 _ => {}
             }
             let id = self.simplify(node);
-            if hints.is_some() {
+            if from.is_some() {
                 changed[i] = reads_changed
                     || self.factored
                     || id.index() != written

@@ -487,10 +487,11 @@ fn sharing_net(rng: &mut propjet_runtime::Rng, bases: u32, gates: u32) -> Propne
     with_outputs(rng, nodes, bases, 0, gates)
 }
 
-/// The factor pass rewrites only the ors its scan marks and those that read what it changed
-/// (`factor_hints`); trying every or must give the same net, node for node.
+/// The factor pass tries no or before the first one its scan finds to factor
+/// (`first_to_factor`) unless it reads what the pass changed; trying every or must give the
+/// same net, node for node.
 #[test]
-fn factoring_the_marked_ors_is_factoring_every_or() {
+fn factoring_from_the_first_or_found_is_factoring_every_or() {
     let mut rng = propjet_runtime::Rng::new(17);
     let (mut factored, mut rounds) = (0, 0);
     for round in 0..1000 {
@@ -504,7 +505,7 @@ fn factoring_the_marked_ors_is_factoring_every_or() {
             let marked = passes::run(net.clone(), Pass::Factor);
             assert!(
                 shape(&marked) == shape(&every),
-                "round {round}: the marked ors factored differ from every or factored"
+                "round {round}: factoring from the first or found differs from trying every or"
             );
             assert_same_outputs(&net, &marked, 5);
             if shape(&marked) != shape(&net) {
