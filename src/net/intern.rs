@@ -64,6 +64,12 @@ impl Interner {
         None
     }
 
+    /// Empties the set, keeping its slots.
+    pub fn clear(&mut self) {
+        self.slots.fill(0);
+        self.len = 0;
+    }
+
     /// Loads the slots where lookups of `hashes` start, one after the other, so that the
     /// lookups made soon after find them in the cache. On the largest nets the table is larger
     /// than the cache and nearly every lookup waits for memory; made one gate at a time, those
@@ -132,5 +138,34 @@ mod tests {
         assert_eq!(intern(&values, 1, |_| 42), expected);
         assert_eq!(intern(&values, 1, |v| mix(v) << 32), expected);
         assert_eq!(first.len(), 1237);
+    }
+
+    #[test]
+    fn a_cleared_set_holds_nothing_it_held() {
+        let mut table = Interner::with_capacity(100);
+        let hash = |v: u64| v.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        for v in 0..100u64 {
+            assert_eq!(
+                table.find_or_insert(hash(v), v as u32, |x| u64::from(x) == v, |x| hash(u64::from(x))),
+                None
+            );
+        }
+        assert_eq!(
+            table.find_or_insert(hash(7), 500, |x| x == 7, |x| hash(u64::from(x))),
+            Some(7)
+        );
+        table.clear();
+        // The same contents again, under other numbers: none is found, each is inserted.
+        for v in 0..100u64 {
+            let id = v as u32 + 1000;
+            assert_eq!(
+                table.find_or_insert(hash(v), id, |x| x == id, |x| hash(u64::from(x - 1000))),
+                None
+            );
+        }
+        assert_eq!(
+            table.find_or_insert(hash(7), 500, |x| x == 1007, |x| hash(u64::from(x - 1000))),
+            Some(1007)
+        );
     }
 }

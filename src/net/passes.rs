@@ -341,12 +341,28 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
             ..Flags::default()
         },
         // A round after the first usually finds nothing to factor (racer4: 225 ms of
-        // rewriting the net as it was); a scan that writes nothing tells.
-        Pass::Factor if !factors_something(&net) => return dead_nodes(net, before_rewrite),
-        Pass::Factor => Flags {
-            factor: true,
-            ..Flags::default()
-        },
+        // rewriting the net as it was); a scan that writes nothing tells, and tells the
+        // rewriter where the first or to factor is.
+        Pass::Factor => {
+            let Some(first) = first_to_factor(&net) else {
+                return dead_nodes(net, before_rewrite);
+            };
+            before_rewrite(&net);
+            let mut rewriter = Rewriter::new(
+                &net,
+                Flags {
+                    factor: true,
+                    ..Flags::default()
+                },
+            );
+            rewriter.factor_from = Some(first);
+            // The rewriter writes each and before it meets the or that reads it, so the ands
+            // that factoring replaces stay behind with no reader: over a million of them on
+            // the largest games (racer4: 642,000 components became 1.9 million, 668,000 of
+            // them live), which made the size reported after this pass meaningless and every
+            // later pass of the round slower.
+            return dead_nodes(rewriter.run(net), &mut |_| {});
+        }
         // Most rounds find no or to rewrite; then the pass is the net as it was, without the
         // cost of rebuilding it.
         Pass::ExclusiveInputs if !has_exclusive_inputs(&net) => return net,
@@ -362,16 +378,7 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
         Pass::DeadNodes => return dead_nodes(net, before_rewrite),
     };
     before_rewrite(&net);
-    let out = Rewriter::new(&net, flags).run(net);
-    if pass == Pass::Factor {
-        // The rewriter writes each and before it meets the or that reads it, so the ands that
-        // factoring replaces stay behind with no reader: over a million of them on the largest
-        // games (racer4: 642,000 components became 1.9 million, 668,000 of them live), which
-        // made the size reported after this pass meaningless and every later pass of the
-        // round slower.
-        return dead_nodes(out, &mut |_| {});
-    }
-    out
+    Rewriter::new(&net, flags).run(net)
 }
 
 /// The net folded (`Pass::ConstantFolding`) or collapsed (`Pass::Collapse`) by the rewriter,
@@ -387,6 +394,16 @@ pub(super) fn rewrite_anyway(net: Propnet, pass: Pass) -> (bool, Propnet) {
         rewrites_something(&net, pass),
         Rewriter::new(&net, flags).run(net),
     )
+}
+
+/// The factor pass trying every or, without the scan's answer ([`first_to_factor`]).
+#[cfg(test)]
+pub(super) fn factor_every_or(net: Propnet) -> Propnet {
+    let flags = Flags {
+        factor: true,
+        ..Flags::default()
+    };
+    dead_nodes(Rewriter::new(&net, flags).run(net), &mut |_| {})
 }
 
 /// Whether the rewriter, folding constants (`Pass::ConstantFolding`) or collapsing
@@ -410,10 +427,12 @@ fn rewrites_something(net: &Propnet, pass: Pass) -> bool {
     })
 }
 
-/// Whether the factor pass would rewrite some or of `net`. It meets the ors as the pass does,
-/// with the ands each reads and how many readers each and has, so until it factors something
-/// the pass sees exactly this net; the scan stops at the first or with a group that pays.
-fn factors_something(net: &Propnet) -> bool {
+/// The first node of `net` that is an or the factor pass would rewrite in `net` as it is:
+/// an or of one operand (written as its operand), or one with a group of the ands it alone
+/// reads that pays ([`factor_groups`]); `None` if there is none. Until it meets that or, the
+/// rewriter writes every node as it was, so it need not try the ors before it again (see
+/// [`Rewriter::run`]).
+fn first_to_factor(net: &Propnet) -> Option<usize> {
     let mut readers = vec![0u32; net.nodes.len()];
     for node in &net.nodes {
         for op in node.operands() {
@@ -424,7 +443,7 @@ fn factors_something(net: &Propnet) -> bool {
         readers[id.index()] = readers[id.index()].saturating_add(1);
     }
     let mut bodies = Bodies::default();
-    net.nodes.iter().any(|node| {
+    net.nodes.iter().position(|node| {
         let Node::Or(ops) = node else { return false };
         // The pass writes an or of one operand as its operand.
         if ops.len() == 1 {
@@ -499,6 +518,14 @@ struct Rewriter {
     /// operands.
     taken: Vec<usize>,
     bodies: Bodies,
+    /// For the factor pass, the first old node that is an or it would rewrite in the net as
+    /// it was ([`first_to_factor`]); `None` when every or is tried.
+    factor_from: Option<usize>,
+    /// Whether the or being written must be tried for factoring: it is `factor_from` or
+    /// later, or it reads a node that the pass wrote otherwise than as it was.
+    try_factor: bool,
+    /// Whether the last or tried was written otherwise than as it was.
+    factored: bool,
 }
 
 impl Rewriter {
@@ -522,6 +549,9 @@ impl Rewriter {
             uses: Vec::with_capacity(old.nodes.len()),
             taken: Vec::new(),
             bodies: Bodies::default(),
+            factor_from: None,
+            try_factor: true,
+            factored: false,
         }
     }
 
@@ -614,6 +644,10 @@ impl Rewriter {
             ops = self.exclusive_inputs(ops);
         }
         if !is_and && self.flags.factor {
+            if !self.try_factor {
+                // As the scan met it, and no group paid.
+                return self.add(Node::Or(ops));
+            }
             return self.factor(ops);
         }
         if self.flags.collapse && ops.len() == 1 {
@@ -653,6 +687,7 @@ impl Rewriter {
                 Err(never) => match never {},
             }
         };
+        self.factored = factored.is_some() || ops.len() == 1;
         let or = match factored {
             // No group: the or as it was.
             None if ops.len() == 1 => ops[0],
@@ -726,6 +761,20 @@ impl Rewriter {
             && !(self.flags.fold || self.flags.collapse || self.flags.factor || self.flags.exclusive);
         let mut scratch: Vec<NodeId> = Vec::new();
         let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
+        // With the factor scan's first or: which old nodes the pass wrote otherwise than as
+        // they were (an or factored or written as its one operand, a leaf met twice), or over
+        // an operand so written. The others are written as they were, in the same order, so
+        // an or before the first that reads none of those meets the ands the scan met, with
+        // their operands renumbered in order (which keeps [`factor_groups`]' ties), each read
+        // by as many nodes as the scan counted where that matters (an and that only the or
+        // reads: what the pass writes as one of its operands reads it through the or or
+        // through another reader); the scan found no group there, and it needs no second try.
+        let from = self.factor_from.take();
+        let mut changed: Vec<bool> = if from.is_some() {
+            vec![false; nodes.len()]
+        } else {
+            Vec::new()
+        };
         for i in 0..nodes.len() {
             if touch && i % BATCH == 0 {
                 hashes.clear();
@@ -747,6 +796,12 @@ impl Rewriter {
                 self.gates.touch(&hashes);
             }
             let mut node = std::mem::replace(&mut nodes[i], Node::Const(false));
+            let reads_changed = from.is_some() && node.operands().iter().any(|o| changed[o.index()]);
+            if let Some(from) = from {
+                self.try_factor = i >= from || reads_changed;
+                self.factored = false;
+            }
+            let written = self.nodes.len();
             match &mut node {
                 Node::And(ops) | Node::Or(ops) => {
                     for o in ops.iter_mut() {
@@ -757,6 +812,12 @@ impl Rewriter {
                 _ => {}
             }
             let id = self.simplify(node);
+            if from.is_some() {
+                changed[i] = reads_changed
+                    || self.factored
+                    || id.index() != written
+                    || self.nodes.len() != written + 1;
+            }
             self.uses[id.index()] = self.uses[id.index()].saturating_add(fanout[i]);
             self.map.push(id);
         }

@@ -31,11 +31,14 @@ fn negated(l: Lit) -> bool {
     l & 1 == 1
 }
 
-/// A node of the signed net.
+/// A node of the signed net, in 12 bytes: the sweeps over it are bound by memory, and the
+/// leaf it used to hold in place (a [`Node`], 32 bytes) made the arena of a million nodes
+/// nearly three times larger, for a few thousand leaves.
 #[derive(Clone)]
 enum SNode {
-    /// The constant false, a base or an input (a [`Node`] that is not a gate).
-    Leaf(Node),
+    /// The constant false, a base or an input (a [`Node`] that is not a gate): this entry of
+    /// [`Arena::leaf_nodes`].
+    Leaf(u32),
     /// The and of the operands in this range of [`Arena::ops`].
     And(Range<u32>),
 }
@@ -47,6 +50,9 @@ struct Arena {
     ops: Vec<Lit>,
     /// Whether each and was written as an or, the sign it starts with when signs are chosen.
     or_hint: Vec<bool>,
+    /// The leaves, in the order they were made ([`SNode::Leaf`]).
+    leaf_nodes: Vec<Node>,
+    /// The node of each leaf.
     leaves: FxHashMap<Node, u32>,
     /// Ands by their operands, when merging: the table holds only node numbers, hashed by
     /// the operands they point to.
@@ -56,15 +62,26 @@ struct Arena {
 
 impl Arena {
     fn new(nodes: usize, ops: usize, merge: bool) -> Arena {
+        Arena::with_table(
+            nodes,
+            ops,
+            merge,
+            Interner::with_capacity(if merge { nodes } else { 0 }),
+        )
+    }
+
+    /// An arena that hash-conses its ands in `ands`, an empty table.
+    fn with_table(nodes: usize, ops: usize, merge: bool, ands: Interner) -> Arena {
         let mut arena = Arena {
             nodes: Vec::with_capacity(nodes),
             ops: Vec::with_capacity(ops),
             or_hint: Vec::with_capacity(nodes),
+            leaf_nodes: vec![Node::Const(false)],
             leaves: FxHashMap::default(),
-            ands: Interner::with_capacity(if merge { nodes } else { 0 }),
+            ands,
             merge,
         };
-        arena.nodes.push(SNode::Leaf(Node::Const(false)));
+        arena.nodes.push(SNode::Leaf(0));
         arena.or_hint.push(false);
         arena
     }
@@ -83,7 +100,9 @@ impl Arena {
                 if let Some(&id) = self.leaves.get(node) {
                     return id << 1;
                 }
-                let lit = self.push(SNode::Leaf(node.clone()), false);
+                let leaf = u32::try_from(self.leaf_nodes.len()).expect("fewer than 2^32 leaves");
+                self.leaf_nodes.push(node.clone());
+                let lit = self.push(SNode::Leaf(leaf), false);
                 self.leaves.insert(node.clone(), lit >> 1);
                 lit
             }
@@ -343,7 +362,7 @@ fn references(arena: &Arena, outputs: &Outputs) -> Vec<u32> {
 
 /// Rebuilds the signed net, merging equal ands and keeping only what the outputs need. An and
 /// that only ands read, unnegated, hands its operands to them and goes where that pays.
-fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
+fn rebuild(old: &Arena, outputs: &Outputs, table: Interner) -> (Arena, Outputs) {
     let refs = references(old, outputs);
     // How many times live ands read each node unnegated.
     let mut unnegated = vec![0u32; old.nodes.len()];
@@ -356,23 +375,25 @@ fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
             }
         }
     }
-    let mut arena = Arena::new(old.nodes.len(), old.ops.len(), true);
+    let mut arena = Arena::with_table(old.nodes.len(), old.ops.len(), true, table);
     let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
+    let mut flatten: Vec<Flatten> = vec![NO_FLATTEN; old.nodes.len()];
     let mut scratch: Vec<Lit> = Vec::new();
     let mut batch = Batch::default();
     for (n, node) in old.nodes.iter().enumerate() {
         if n % BATCH == 0 {
             batch.clear();
-            for j in n..(n + BATCH).min(old.nodes.len()) {
+            let end = (n + BATCH).min(old.nodes.len());
+            for (j, &readers) in (n..end).zip(&refs[n..end]) {
                 match &old.nodes[j] {
                     SNode::And(r)
-                        if refs[j] > 0
+                        if readers > 0
                             && old.ops[r.start as usize..r.end as usize]
                                 .iter()
                                 .all(|&l| node_of(l) < n) =>
                     {
                         let start = batch.ops.len();
-                        flattened(&arena, old, &map, &refs, &unnegated, j, &mut batch.ops);
+                        flattened(&arena, old, &map, &flatten, j, &mut batch.ops);
                         batch.prepare(start);
                     }
                     _ => batch.skip(),
@@ -383,19 +404,21 @@ fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
         if refs[n] == 0 {
             continue;
         }
-        map[n] = match node {
-            SNode::Leaf(leaf) => arena.leaf(leaf),
+        let m = match node {
+            &SNode::Leaf(k) => arena.leaf(&old.leaf_nodes[k as usize]),
             SNode::And(_) => match batch.make(n % BATCH, &mut arena, old.or_hint[n]) {
                 Some(l) => l,
                 None => {
                     scratch.clear();
-                    flattened(&arena, old, &map, &refs, &unnegated, n, &mut scratch);
+                    flattened(&arena, old, &map, &flatten, n, &mut scratch);
                     let start = arena.ops.len();
                     arena.ops.extend_from_slice(&scratch);
                     arena.and_from(start, old.or_hint[n])
                 }
             },
         };
+        map[n] = m;
+        flatten[n] = flatten_of(&arena, old, &refs, &unnegated, n, m);
     }
     let new = |l: Lit| map[node_of(l)] ^ (l & 1);
     // A view whose node no output needs is not rebuilt, and loses its name.
@@ -411,38 +434,47 @@ fn rebuild(old: &Arena, outputs: &Outputs) -> (Arena, Outputs) {
     (arena, outputs)
 }
 
+/// Whether a rebuilt node hands its operands to the ands that read it: [`NO_FLATTEN`], or the
+/// node's `or_hint` (as `u8`), since it is flattened only into readers written alike.
+type Flatten = u8;
+
+/// The rebuilt node keeps its operands.
+const NO_FLATTEN: Flatten = 2;
+
+/// Whether the node `x` of `old`, rebuilt as `m` in `arena`, hands its operands to its
+/// readers. When every reader of `x` is an and that reads it unnegated, `x` dies if each of
+/// its `k` readers takes its `n` operands: one gate less, and `k (n - 1) - n` operands more,
+/// which is taken when it is at most one (always, for a single reader). Only between gates
+/// written alike (two ands, or two ors): `a ∧ ¬(b ∨ c)` flattened is `a ∧ ¬b ∧ ¬c`, which
+/// needs the negations of `b` and `c` instead of the one of the or.
+///
+/// Decided once, when `x` is rebuilt, and kept in one byte per node: deciding it at each
+/// reader loaded the rebuilt and, its counts of readers and its hint from four arrays, for
+/// every operand of every and, to flatten a few.
+fn flatten_of(arena: &Arena, old: &Arena, refs: &[u32], unnegated: &[u32], x: usize, m: Lit) -> Flatten {
+    if negated(m) || unnegated[x] != refs[x] {
+        return NO_FLATTEN;
+    }
+    match arena.and_ops(m) {
+        Some(inner) if refs[x] as usize * (inner.len() - 1) <= inner.len() + 1 => old.or_hint[x] as Flatten,
+        _ => NO_FLATTEN,
+    }
+}
+
 /// Pushes onto `out` the operands of the and `n` of `old` as rebuilt into `arena` (`map` gives
-/// what each earlier node became): an and that only ands read, unnegated, hands its operands to
-/// its readers where that pays.
-fn flattened(
-    arena: &Arena,
-    old: &Arena,
-    map: &[Lit],
-    refs: &[u32],
-    unnegated: &[u32],
-    n: usize,
-    out: &mut Vec<Lit>,
-) {
+/// what each earlier node became, `flatten` whether it hands its operands to its readers,
+/// [`flatten_of`]).
+fn flattened(arena: &Arena, old: &Arena, map: &[Lit], flatten: &[Flatten], n: usize, out: &mut Vec<Lit>) {
     let SNode::And(r) = &old.nodes[n] else { return };
+    let hint = old.or_hint[n] as Flatten;
     for &l in &old.ops[r.start as usize..r.end as usize] {
         let x = node_of(l);
         let m = map[x] ^ (l & 1);
-        // When every reader of `x` is an and that reads it unnegated, `x` dies if each of its
-        // `k` readers takes its `n` operands: one gate less, and `k (n - 1) - n` operands
-        // more, which is taken when it is at most one (always, for a single reader). Only
-        // between gates written alike (two ands, or two ors): `a ∧ ¬(b ∨ c)` flattened is
-        // `a ∧ ¬b ∧ ¬c`, which needs the negations of `b` and `c` instead of the one of the
-        // or.
-        match arena.and_ops(m) {
-            Some(inner)
-                if !negated(m)
-                    && unnegated[x] == refs[x]
-                    && old.or_hint[x] == old.or_hint[n]
-                    && refs[x] as usize * (inner.len() - 1) <= inner.len() + 1 =>
-            {
-                out.extend_from_slice(inner)
-            }
-            _ => out.push(m),
+        if flatten[x] == hint && !negated(l) {
+            let inner = arena.and_ops(m).expect("a flattened node is an and");
+            out.extend_from_slice(inner);
+        } else {
+            out.push(m);
         }
     }
 }
@@ -611,7 +643,7 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         Slot::Const(b) => Node::Const(b),
         Slot::Not(x) => Node::Not(stored[x as usize].expect("numbered in the first sweep")),
         Slot::Signed(m) => match &arena.nodes[m as usize] {
-            SNode::Leaf(leaf) => leaf.clone(),
+            SNode::Leaf(k) => arena.leaf_nodes[*k as usize].clone(),
             SNode::And(r) => {
                 let m = m as usize;
                 let mut ops: Vec<NodeId> = arena.ops[r.start as usize..r.end as usize]
@@ -714,9 +746,13 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
 /// ands into the ands that read them) and back, each gate computed as itself or as its
 /// negation so that as few nodes as possible are read negated.
 pub(super) fn signs(mut net: Propnet) -> Propnet {
-    let (arena, outputs) = to_signed(&net);
+    let (mut arena, outputs) = to_signed(&net);
     free_aside(std::mem::take(&mut net.nodes));
-    let (arena, outputs) = rebuild(&arena, &outputs);
+    // The second sweep hash-conses into the first one's table, emptied: a table of a million
+    // slots, fresh, is as many pages for the kernel to zero and map as the sweep touches them.
+    let mut table = std::mem::replace(&mut arena.ands, Interner::with_capacity(0));
+    table.clear();
+    let (arena, outputs) = rebuild(&arena, &outputs, table);
     let refs = references(&arena, &outputs);
     let flip = choose_signs(&arena, &refs, &outputs);
     emit(&arena, &refs, &outputs, &flip, net)
