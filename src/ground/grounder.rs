@@ -1673,32 +1673,32 @@ fn run_join(jc: &JoinCx, job: Job, heads_by_guard: &mut FxHashMap<(RelId, RelId)
 
 /// Writes the text of atom `a` under the bindings of `ex`, without adding it to the store.
 fn atom_text(ex: &Exec, a: &AtomPat, symbols: &crate::gdl::Symbols, out: &mut String) {
-    fn pat(ex: &Exec, p: &Pat, symbols: &crate::gdl::Symbols, out: &mut String) {
-        match p {
-            Pat::Var(v) => out.push_str(&ex.store.text(ex.binds[*v as usize], symbols)),
-            Pat::Ground(g) => out.push_str(&ex.store.text(*g, symbols)),
-            Pat::Func(f, args) => {
-                out.push('(');
-                out.push_str(symbols.name(*f));
-                for a in args.iter() {
-                    out.push(' ');
-                    pat(ex, a, symbols, out);
-                }
-                out.push(')');
+    // A name, alone without arguments, else in parentheses with its arguments: the atom
+    // itself, and every function term in it (which has arguments, `Pat::Func`).
+    fn applied(
+        ex: &Exec,
+        f: crate::gdl::Symbol,
+        args: &[Pat],
+        symbols: &crate::gdl::Symbols,
+        out: &mut String,
+    ) {
+        if args.is_empty() {
+            out.push_str(symbols.name(f));
+            return;
+        }
+        out.push('(');
+        out.push_str(symbols.name(f));
+        for p in args {
+            out.push(' ');
+            match p {
+                Pat::Var(v) => out.push_str(&ex.store.text(ex.binds[*v as usize], symbols)),
+                Pat::Ground(g) => out.push_str(&ex.store.text(*g, symbols)),
+                Pat::Func(f, args) => applied(ex, *f, args, symbols, out),
             }
         }
+        out.push(')');
     }
-    if a.args.is_empty() {
-        out.push_str(symbols.name(a.sym));
-        return;
-    }
-    out.push('(');
-    out.push_str(symbols.name(a.sym));
-    for p in a.args.iter() {
-        out.push(' ');
-        pat(ex, p, symbols, out);
-    }
-    out.push(')');
+    applied(ex, a.sym, &a.args, symbols, out);
 }
 
 /// In `heads_by_guard`, a position whose head atom has not been looked up yet.
