@@ -1772,10 +1772,21 @@ impl Heads {
 /// own steps before its [`Step::HeadKnown`], if any: the position of the atom it matched then
 /// determines the head atom, so whether the head holds can be remembered by position.
 fn head_literal(conj: &Conj, plan: &Plan) -> Option<usize> {
+    if conj.head.args.is_empty() {
+        return None;
+    }
     let known = plan.steps.iter().position(|s| matches!(s, Step::HeadKnown))?;
-    plan.steps[..known].iter().find_map(|s| match s {
+    scans_of_head_args(conj, &plan.steps[..known])
+        .next()
+        .map(|(item, _)| item)
+}
+
+/// The scans among `steps` of positive literals with exactly the head's arguments, in order:
+/// each literal's item and relation.
+fn scans_of_head_args<'a>(conj: &'a Conj, steps: &'a [Step]) -> impl Iterator<Item = (usize, RelId)> + 'a {
+    steps.iter().filter_map(|s| match s {
         Step::Scan { item, .. } => match &conj.body[*item] {
-            Item::Pos(a) if !conj.head.args.is_empty() && a.args == conj.head.args => Some(*item),
+            Item::Pos(a) if a.args == conj.head.args => Some((*item, a.rel)),
             _ => None,
         },
         _ => None,
@@ -1791,13 +1802,7 @@ fn head_literal(conj: &Conj, plan: &Plan) -> Option<usize> {
 /// was a tenth of chess's instantiation. By the guard atom's position, each head is looked up
 /// once for all the rules.
 fn head_guard(conj: &Conj, plan: &Plan) -> Option<(usize, RelId)> {
-    plan.steps.iter().find_map(|s| match s {
-        Step::Scan { item, .. } => match &conj.body[*item] {
-            Item::Pos(a) if a.rel != conj.head.rel && a.args == conj.head.args => Some((*item, a.rel)),
-            _ => None,
-        },
-        _ => None,
-    })
+    scans_of_head_args(conj, &plan.steps).find(|&(_, rel)| rel != conj.head.rel)
 }
 
 /// What the output needs to name an atom.
