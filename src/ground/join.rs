@@ -761,15 +761,20 @@ impl Planner<'_> {
         if !readable || grp.open.iter().any(|&v| !avail[v as usize]) {
             return None;
         }
-        let mut link: Vec<u32> = Vec::new();
-        for &i in &filter_items {
-            for &v in self.vars(i) {
-                if avail[v as usize] && !bound[v as usize] && !link.contains(&v) {
-                    link.push(v);
+        // The variables of the filter literals that `keep` accepts, each once, ascending.
+        let filter_vars = |keep: &dyn Fn(usize) -> bool| {
+            let mut vars: Vec<u32> = Vec::new();
+            for &i in &filter_items {
+                for &v in self.vars(i) {
+                    if keep(v as usize) && !vars.contains(&v) {
+                        vars.push(v);
+                    }
                 }
             }
-        }
-        link.sort_unstable();
+            vars.sort_unstable();
+            vars
+        };
+        let link = filter_vars(&|v| avail[v] && !bound[v]);
         let mut needed = vec![false; n];
         for &v in grp.open.iter().chain(&link) {
             needed[v as usize] = true;
@@ -782,15 +787,7 @@ impl Planner<'_> {
         for &v in &link {
             inner[v as usize] = true;
         }
-        let mut reads: Vec<u32> = Vec::new();
-        for &i in &filter_items {
-            for &v in self.vars(i) {
-                if inner[v as usize] && !reads.contains(&v) {
-                    reads.push(v);
-                }
-            }
-        }
-        reads.sort_unstable();
+        let reads = filter_vars(&|v| inner[v]);
         let mut needed = vec![false; n];
         let mut filter = self.level(filter_items, &mut inner, &needed, subs, relations, store);
         mark_exists_only(self.conj, &mut filter, subs, &mut needed);
