@@ -313,34 +313,93 @@ fn events(program: &Program, steps: &[Step]) -> Vec<(u32, bool)> {
     events
 }
 
-/// The gates of a chunk that read each slot, as (slot, position in the chunk, literal): one
-/// array sorted by slot and the range of each slot in it, a few allocations per chunk where a
-/// list per slot cost one per slot read.
+/// A dense numbering of the slots a chunk's gates read, kept by each worker from chunk to
+/// chunk: an array over every slot of the program, reset after each chunk at the slots it
+/// numbered. Indexing the readers of each slot by these numbers takes two passes over the
+/// reads, where sorting them by slot and hashing each slot's range took about a quarter of
+/// the schedule's time on chess (`doc/native.md`).
 #[derive(Default)]
-struct Readers {
-    entries: Vec<(u32, u32, Lit)>,
-    ranges: FxHashMap<u32, (u32, u32)>,
+pub(super) struct SlotIds {
+    /// The number of each slot, or `u32::MAX`.
+    id: Vec<u32>,
+    /// The slots numbered so far, in the order of their numbers.
+    slots: Vec<u32>,
 }
 
-impl Readers {
-    /// Sorts the entries by slot and indexes the range of each slot.
-    fn index(&mut self) {
-        // The order within a slot does not matter to the callers (they count and collect).
-        self.entries.sort_unstable_by_key(|e| e.0);
-        self.ranges.reserve(self.entries.len());
-        let mut start = 0;
-        while start < self.entries.len() {
-            let slot = self.entries[start].0;
-            let end = start + self.entries[start..].iter().take_while(|e| e.0 == slot).count();
-            self.ranges.insert(slot, (start as u32, end as u32));
-            start = end;
+impl SlotIds {
+    /// Ready for a chunk of a program of `num_slots` slots, with no slot numbered.
+    fn start(&mut self, num_slots: usize) {
+        for &slot in &self.slots {
+            self.id[slot as usize] = u32::MAX;
+        }
+        self.slots.clear();
+        if self.id.len() < num_slots {
+            self.id.resize(num_slots, u32::MAX);
         }
     }
 
-    fn of(&self, slot: u32) -> &[(u32, u32, Lit)] {
-        self.ranges.get(&slot).map_or(&[][..], |&(start, end)| {
-            &self.entries[start as usize..end as usize]
-        })
+    /// Numbers `slot` if it has no number yet.
+    fn add(&mut self, slot: u32) {
+        let id = &mut self.id[slot as usize];
+        if *id == u32::MAX {
+            *id = self.slots.len() as u32;
+            self.slots.push(slot);
+        }
+    }
+
+    fn get(&self, slot: u32) -> Option<u32> {
+        self.id.get(slot as usize).copied().filter(|&i| i != u32::MAX)
+    }
+
+    fn len(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+/// The gates of a chunk that read each slot, as (slot, position in the chunk, literal): one
+/// array grouped by the slots' numbers ([`SlotIds`]) and the start of each number's run in
+/// it, a few allocations per chunk where a list per slot cost one per slot read.
+#[derive(Default)]
+struct Readers {
+    entries: Vec<(u32, u32, Lit)>,
+    /// After [`Readers::index`], the run of slot number `i` is `starts[i]..starts[i + 1]`.
+    starts: Vec<u32>,
+}
+
+impl Readers {
+    /// Groups the entries by slot, every entry's slot being numbered in `ids` (a counting
+    /// sort, stable; the order within a slot does not matter to the callers, which count and
+    /// collect).
+    fn index(&mut self, ids: &SlotIds) {
+        let id = |slot: u32| ids.get(slot).expect("every read slot is numbered") as usize;
+        self.starts.clear();
+        self.starts.resize(ids.len() + 1, 0);
+        for e in &self.entries {
+            self.starts[id(e.0) + 1] += 1;
+        }
+        for i in 1..self.starts.len() {
+            self.starts[i] += self.starts[i - 1];
+        }
+        let Some(&first) = self.entries.first() else {
+            return;
+        };
+        let mut at = self.starts.clone();
+        let mut grouped = vec![first; self.entries.len()];
+        for &e in &self.entries {
+            let i = id(e.0);
+            grouped[at[i] as usize] = e;
+            at[i] += 1;
+        }
+        self.entries = grouped;
+    }
+
+    fn of(&self, slot: u32, ids: &SlotIds) -> &[(u32, u32, Lit)] {
+        match ids.get(slot) {
+            Some(i) if (i as usize) + 1 < self.starts.len() => {
+                &self.entries[self.starts[i as usize] as usize..self.starts[i as usize + 1] as usize]
+            }
+            _ => &[],
+        }
     }
 }
 
@@ -367,7 +426,14 @@ const PARTIAL_SHARE: u32 = 3;
 /// it folds those operands into a partial value and stores it into the gate's slot, and the
 /// gate's own step reads that slot instead of them. Nothing reads a gate's slot before its own
 /// step: its readers come after it, and a cluster takes only gates whose operands are done.
-fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[u32]) -> Vec<Step> {
+fn steps(
+    program: &Program,
+    gates: &[u32],
+    most: usize,
+    partial: bool,
+    sinks: &[u32],
+    ids: &mut SlotIds,
+) -> Vec<Step> {
     // The operands each position still has to fold: its own unless a partial value replaced
     // some of them. The program validated, so every gate's operand run is in bounds.
     let mut rest: Vec<Option<Vec<Lit>>> = vec![None; gates.len()];
@@ -407,30 +473,50 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
     let mut reads_gates: Vec<std::ops::Range<u32>> = Vec::new();
     let mut gate_reads: Vec<u32> = Vec::new();
     let mut all_readers = Readers::default();
+    ids.start(program.num_slots());
     if clusters {
-        let position: FxHashMap<u32, u32> = gates.iter().enumerate().map(|(p, &g)| (g, p as u32)).collect();
+        // A chunk's gates are ascending (a run of a group's gates, `Plan`), so a gate's
+        // position is found by bisection; a map serves any other order.
+        let sorted = gates.is_sorted();
+        let map: FxHashMap<u32, u32> = if sorted {
+            FxHashMap::default()
+        } else {
+            gates.iter().enumerate().map(|(p, &g)| (g, p as u32)).collect()
+        };
+        let position = |g: u32| {
+            if sorted {
+                gates.binary_search(&g).ok().map(|p| p as u32)
+            } else {
+                map.get(&g).copied()
+            }
+        };
         let first_gate = program.first_gate_slot() as u32;
         reads_gates.reserve(gates.len());
         for p in 0..gates.len() {
             let start = gate_reads.len() as u32;
+            let wide_p = wide(p);
             for &lit in original(p) {
+                if partial || wide_p {
+                    ids.add(lit.slot());
+                }
                 if partial {
                     all_readers.entries.push((lit.slot(), p as u32, lit));
                 }
-                if !wide(p) {
+                if !wide_p {
                     continue;
                 }
                 readers.entries.push((lit.slot(), p as u32, lit));
-                let inside = lit.slot().checked_sub(first_gate).and_then(|g| position.get(&g));
-                if let Some(&q) = inside {
+                let inside = lit.slot().checked_sub(first_gate).and_then(position);
+                if let Some(q) = inside {
                     gate_reads.push(q);
                 }
             }
             reads_gates.push(start..gate_reads.len() as u32);
         }
-        readers.index();
-        all_readers.index();
+        readers.index(ids);
+        all_readers.index(ids);
     }
+    let ids = &*ids;
     // A wide gate with sinks holds their partial value in its slot: no cluster computes it in
     // part as well.
     let mut partly: Vec<bool> = initial.iter().map(Option::is_some).collect();
@@ -459,7 +545,7 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
                 for lit in operands(program, gates, rest, q as usize) {
                     // A gate's own slot (its partial value) is no operand of anything else.
                     if lit.slot() != own && union.insert(lit.slot()) {
-                        for &(_, h, _) in readers.of(lit.slot()) {
+                        for &(_, h, _) in readers.of(lit.slot(), ids) {
                             if step_of[h as usize] == u32::MAX {
                                 *score.entry(h).or_default() += 1;
                             }
@@ -485,7 +571,7 @@ fn steps(program: &Program, gates: &[u32], most: usize, partial: bool, sinks: &[
                 add(h, &mut union, &mut score, &step_of, &rest);
             }
             if partial {
-                targets = partial_targets(&union, &all_readers, &step_of, &partly, |h| {
+                targets = partial_targets(&union, &all_readers, ids, &step_of, &partly, |h| {
                     operands(program, gates, &rest, h as usize).len()
                 });
                 for (h, covered) in &targets {
@@ -724,13 +810,14 @@ impl<'a> Sunk<'a> {
 fn partial_targets(
     union: &FxHashSet<u32>,
     all_readers: &Readers,
+    ids: &SlotIds,
     step_of: &[u32],
     partly: &[bool],
     operands: impl Fn(u32) -> usize,
 ) -> Vec<(u32, Vec<Lit>)> {
     let mut found: FxHashMap<u32, [Vec<Lit>; 2]> = FxHashMap::default();
     for slot in union {
-        for &(_, h, lit) in all_readers.of(*slot) {
+        for &(_, h, lit) in all_readers.of(*slot, ids) {
             if step_of[h as usize] == u32::MAX && !partly[h as usize] {
                 found.entry(h).or_default()[usize::from(lit.is_negated())].push(lit);
             }
@@ -767,37 +854,61 @@ fn partial_targets(
 /// each of those groups then takes as one operand. That saves a load and an operation per
 /// slot and group beyond the first.
 fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &mut SmallVec<[Part; 1]>) {
-    let mut by_slot: FxHashMap<u32, Vec<(u32, Lit)>> = FxHashMap::default();
+    // Every use as (slot, list, literal), grouped by slot with each slot's uses in the order
+    // of the lists (a stable sort), so that the uses of a slot are one run, found by
+    // bisection: a map holding a vector per slot cost an allocation per slot read.
+    let mut all: Vec<(u32, u32, Lit)> = Vec::with_capacity(lists.iter().map(|l| l.1.len()).sum());
     let mut left: Vec<usize> = Vec::with_capacity(lists.len());
     for (m, (_, operands)) in lists.iter().enumerate() {
-        for &lit in operands.iter() {
-            by_slot.entry(lit.slot()).or_default().push((m as u32, lit));
-        }
+        all.extend(operands.iter().map(|&lit| (lit.slot(), m as u32, lit)));
         left.push(operands.len());
     }
+    all.sort_by_key(|u| u.0);
+    let run = |slot: u32| {
+        let start = all.partition_point(|u| u.0 < slot);
+        start..start + all[start..].partition_point(|u| u.0 == slot)
+    };
+    // Whether each slot's uses were taken (by the start of its run).
+    let mut taken = vec![false; all.len()];
     // Within the positive group a gate's own operation joins; within the negated group, the
     // dual one.
     let joins_and = |m: u32, lit: Lit| (lists[m as usize].0 == Op::And) != lit.is_negated();
-    // The blocks: the slots of each set of groups, in the order the members list them.
+    // The blocks: the slots of each set of groups, in the order the members list them, and
+    // the block of each slot's run (`u32::MAX`: none, or not looked at yet).
     type Key = (bool, Vec<(u32, bool)>);
-    let mut blocks: FxHashMap<Key, Vec<u32>> = FxHashMap::default();
-    let mut block_of: FxHashMap<u32, Key> = FxHashMap::default();
+    let mut keys: Vec<Key> = Vec::new();
+    let mut key_index: FxHashMap<Key, u32> = FxHashMap::default();
+    let mut block_slots: Vec<Vec<u32>> = Vec::new();
+    let mut block_of = vec![u32::MAX; all.len()];
+    let mut looked = vec![false; all.len()];
     for (m, (_, operands)) in lists.iter().enumerate().take(members) {
         for &lit in operands.iter() {
             let slot = lit.slot();
-            if block_of.contains_key(&slot) {
+            let r = run(slot);
+            // Whether a slot forms a block does not depend on which of its uses asks.
+            if std::mem::replace(&mut looked[r.start], true) {
                 continue;
             }
-            let all = &by_slot[&slot];
+            let uses_of = &all[r.clone()];
             let and = joins_and(m as u32, lit);
-            let mut groups: Vec<(u32, bool)> = all.iter().map(|&(m, l)| (m, l.is_negated())).collect();
+            let mut groups: Vec<(u32, bool)> = uses_of.iter().map(|&(_, m, l)| (m, l.is_negated())).collect();
             groups.sort_unstable();
             groups.dedup();
-            let uniform = all.iter().all(|&(m, l)| joins_and(m, l) == and);
-            if uniform && groups.len() == all.len() && groups.len() > 1 {
+            let uniform = uses_of.iter().all(|&(_, m, l)| joins_and(m, l) == and);
+            if uniform && groups.len() == uses_of.len() && groups.len() > 1 {
                 let key = (and, groups);
-                blocks.entry(key.clone()).or_default().push(slot);
-                block_of.insert(slot, key);
+                let b = match key_index.get(&key) {
+                    Some(&b) => b,
+                    None => {
+                        let b = keys.len() as u32;
+                        key_index.insert(key.clone(), b);
+                        keys.push(key);
+                        block_slots.push(Vec::new());
+                        b
+                    }
+                };
+                block_slots[b as usize].push(slot);
+                block_of[r.start] = b;
             }
         }
     }
@@ -806,7 +917,7 @@ fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &m
         let mut progress = false;
         for (m, (_, operands)) in lists.iter().enumerate().take(members) {
             // Skip slots an earlier turn took (with all their uses).
-            while cursor[m] < operands.len() && !by_slot.contains_key(&operands[cursor[m]].slot()) {
+            while cursor[m] < operands.len() && taken[run(operands[cursor[m]].slot()).start] {
                 cursor[m] += 1;
             }
             let Some(lit) = operands.get(cursor[m]) else {
@@ -814,20 +925,26 @@ fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &m
             };
             progress = true;
             let start = uses.len();
-            let block = block_of.get(&lit.slot()).cloned();
-            let slots = match &block {
-                Some(key) => blocks.remove(key).unwrap_or_default(),
-                None => vec![lit.slot()],
+            let b = block_of[run(lit.slot()).start];
+            let (block, slots) = if b == u32::MAX {
+                (None, vec![lit.slot()])
+            } else {
+                (
+                    Some(keys[b as usize].clone()),
+                    std::mem::take(&mut block_slots[b as usize]),
+                )
             };
             let mut done = Vec::new();
             for slot in slots {
-                if let Some(all) = by_slot.remove(&slot) {
-                    for (m, lit) in all {
-                        uses.push((slot, m, lit));
-                        left[m as usize] -= 1;
-                        if m as usize >= members && left[m as usize] == 0 {
-                            done.push(m);
-                        }
+                let r = run(slot);
+                if std::mem::replace(&mut taken[r.start], true) {
+                    continue;
+                }
+                for &(slot, m, lit) in &all[r] {
+                    uses.push((slot, m, lit));
+                    left[m as usize] -= 1;
+                    if m as usize >= members && left[m as usize] == 0 {
+                        done.push(m);
                     }
                 }
             }
@@ -861,8 +978,14 @@ pub(super) struct Schedule {
 /// The schedule of `gates` (a chunk) with `shape`'s clusters and partial values, each gate
 /// that `sinks` (indexed by gate, `Plan::sinks`) folds into a wide gate folded into its
 /// partial value right after it is computed.
-pub(super) fn schedule(program: &Program, gates: &[u32], shape: Shape, sinks: &[u32]) -> Schedule {
-    let steps = steps(program, gates, shape.cluster, shape.partial, sinks);
+pub(super) fn schedule(
+    program: &Program,
+    gates: &[u32],
+    shape: Shape,
+    sinks: &[u32],
+    ids: &mut SlotIds,
+) -> Schedule {
+    let steps = steps(program, gates, shape.cluster, shape.partial, sinks, ids);
     // Needed even with nothing kept: a partial value is stored only when it leaves the
     // registers while still to be read.
     let next = next_reads(&events(program, &steps));
@@ -1149,7 +1272,7 @@ mod tests {
             ],
         );
         let all = [0, 1, 2, 3, 4];
-        let found = steps(&p, &all, 2, true, &[]);
+        let found = steps(&p, &all, 2, true, &[], &mut SlotIds::default());
         // g0 and g2 share ten operands; g3 reads g0, so it cannot join, but three of its four
         // operands are g0's; g4 reads g1 and g2, which are not computed before the first step.
         assert_eq!(found[0].gates[..], [0, 2, 3]);
@@ -1200,7 +1323,7 @@ mod tests {
         done.sort_unstable();
         assert_eq!(done, all);
         // One gate at a time without clusters, in order.
-        let alone = steps(&p, &all, 1, false, &[]);
+        let alone = steps(&p, &all, 1, false, &[], &mut SlotIds::default());
         let order: Vec<Vec<u32>> = alone.iter().map(|s| s.gates.to_vec()).collect();
         assert_eq!(order, vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
     }
@@ -1237,7 +1360,7 @@ mod tests {
             v
         };
         let first: Vec<u32> = (0..35).collect();
-        let found = steps(&p, &first, 2, true, &sinks);
+        let found = steps(&p, &first, 2, true, &sinks, &mut SlotIds::default());
         assert_eq!(found.len(), 35 + 9);
         let folds = sink_steps(&found);
         assert_eq!(folds[0], (slots(0..4), false));
@@ -1246,7 +1369,7 @@ mod tests {
         // Each gate is folded after its step.
         assert_eq!((found[4].members, found[3].gates.to_vec()), (0, vec![3]));
         let second: Vec<u32> = (35..71).collect();
-        let found = steps(&p, &second, 2, true, &sinks);
+        let found = steps(&p, &second, 2, true, &sinks, &mut SlotIds::default());
         assert_eq!(found.len(), 35 + 9 + 1);
         let folds = sink_steps(&found);
         // The first fold here reads the partial value the first chunk stored; the last three
@@ -1266,7 +1389,7 @@ mod tests {
         // Gates at slots 4, 5, 6: g4 = b2 & b3, g5 = b2 & g4, g6 = g4 & g5.
         let p = program(&[&[2, 3], &[2, 4], &[4, 5]]);
         // Events: 2 3 [4] 2 4 [5] 4 5 [6].
-        let steps = steps(&p, &[0, 1, 2], 1, false, &[]);
+        let steps = steps(&p, &[0, 1, 2], 1, false, &[], &mut SlotIds::default());
         let next = next_reads(&events(&p, &steps));
         assert_eq!(next, vec![3, NEVER, 4, NEVER, 6, 7, NEVER, NEVER, NEVER]);
     }

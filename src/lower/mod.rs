@@ -1122,6 +1122,7 @@ fn compile_parallel(
             FunctionBuilderContext::new(),
             regalloc2::Ctx::default(),
         );
+        let mut ids = gates::SlotIds::default();
         'units: loop {
             let u = next.fetch_add(1, Ordering::Relaxed);
             let Some(unit) = units.get(u) else { break };
@@ -1139,7 +1140,7 @@ fn compile_parallel(
                     let steps = (shape.cluster, shape.partial);
                     let made = match schedule.take() {
                         Some((s, made)) if s == steps => made,
-                        _ => gates::schedule(program, &job.gates, shape, &plan.sinks[job.part]),
+                        _ => gates::schedule(program, &job.gates, shape, &plan.sinks[job.part], &mut ids),
                     };
                     let result = compile_job(
                         isas,
