@@ -50,20 +50,22 @@ pub(super) const ACCUMULATORS: usize = 4;
 const NEVER: u32 = u32::MAX;
 
 /// For every event (a read or a write of a slot, in the order of the code), the position of
-/// the next read of the same value in the chunk, or [`NEVER`].
-fn next_reads(events: &[(u32, bool)]) -> Vec<u32> {
+/// the next read of the same value in the chunk, or [`NEVER`]. `ids` numbers the slots (it is
+/// started here), so that the reads still to come are an array rather than a map.
+fn next_reads(events: &[(u32, bool)], num_slots: usize, ids: &mut SlotIds) -> Vec<u32> {
+    ids.start(num_slots);
+    for &(slot, _) in events {
+        ids.add(slot);
+    }
     let mut next = vec![NEVER; events.len()];
-    let mut later: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut later = vec![NEVER; ids.len()];
     // Walking backwards, `later` holds each slot's first read after the current position and
     // before the slot is written again (a gate computed in part writes its slot twice: the
     // partial value, read by its own step, and then its value).
     for (i, &(slot, write)) in events.iter().enumerate().rev() {
-        next[i] = later.get(&slot).copied().unwrap_or(NEVER);
-        if write {
-            later.remove(&slot);
-        } else {
-            later.insert(slot, i as u32);
-        }
+        let at = &mut later[ids.get(slot).expect("numbered above") as usize];
+        next[i] = *at;
+        *at = if write { NEVER } else { i as u32 };
     }
     next
 }
@@ -525,6 +527,12 @@ fn steps(
     let mut out: Vec<Step> = Vec::new();
     let mut score: FxHashMap<u32, u32> = FxHashMap::default();
     let mut union: FxHashSet<u32> = FxHashSet::default();
+    // Scratch of `partial_targets`, by position.
+    let (mut counts, mut target) = if clusters && partial {
+        (vec![[0u32; 2]; gates.len()], vec![u32::MAX; gates.len()])
+    } else {
+        (Vec::new(), Vec::new())
+    };
     for p in 0..gates.len() {
         if step_of[p] != u32::MAX {
             continue;
@@ -571,9 +579,16 @@ fn steps(
                 add(h, &mut union, &mut score, &step_of, &rest);
             }
             if partial {
-                targets = partial_targets(&union, &all_readers, ids, &step_of, &partly, |h| {
-                    operands(program, gates, &rest, h as usize).len()
-                });
+                targets = partial_targets(
+                    &union,
+                    &all_readers,
+                    ids,
+                    &step_of,
+                    &partly,
+                    |h| operands(program, gates, &rest, h as usize).len(),
+                    &mut counts,
+                    &mut target,
+                );
                 for (h, covered) in &targets {
                     let h = *h as usize;
                     partly[h] = true;
@@ -807,6 +822,7 @@ impl<'a> Sunk<'a> {
 /// at least [`PARTIAL_SHARE`] of those slots in one group (the positive one on a tie), and
 /// more than half of their operands. A gate is computed in part once, so it waits for the
 /// cluster that shares most of its operands rather than taking the first that shares a few.
+#[allow(clippy::too_many_arguments)]
 fn partial_targets(
     union: &FxHashSet<u32>,
     all_readers: &Readers,
@@ -814,29 +830,52 @@ fn partial_targets(
     step_of: &[u32],
     partly: &[bool],
     operands: impl Fn(u32) -> usize,
+    counts: &mut [[u32; 2]],
+    target: &mut [u32],
 ) -> Vec<(u32, Vec<Lit>)> {
-    let mut found: FxHashMap<u32, [Vec<Lit>; 2]> = FxHashMap::default();
+    // Counted first (by position, in `counts`, zero again on return), and the literals
+    // collected only for the gates that qualify: most readers of a cluster's slots are short
+    // gates reading a base or two of it, and a map of two vectors for each of them cost
+    // about a tenth of the schedule on chess.
+    let open = |h: u32| step_of[h as usize] == u32::MAX && !partly[h as usize];
+    let mut touched: Vec<u32> = Vec::new();
     for slot in union {
         for &(_, h, lit) in all_readers.of(*slot, ids) {
-            if step_of[h as usize] == u32::MAX && !partly[h as usize] {
-                found.entry(h).or_default()[usize::from(lit.is_negated())].push(lit);
+            if open(h) {
+                let c = &mut counts[h as usize];
+                if *c == [0, 0] {
+                    touched.push(h);
+                }
+                c[usize::from(lit.is_negated())] += 1;
             }
         }
     }
-    let mut targets: Vec<(u32, Vec<Lit>)> = found
-        .into_iter()
-        .filter_map(|(h, [positive, negated])| {
-            let group = if negated.len() > positive.len() {
-                negated
-            } else {
-                positive
-            };
-            let len = operands(h);
-            (group.len() >= PARTIAL_SHARE as usize && 2 * group.len() > len).then_some((h, group))
-        })
-        .collect();
-    targets.sort_unstable_by_key(|t| t.0);
-    for (_, covered) in &mut targets {
+    touched.sort_unstable();
+    // Each qualifying gate and whether it is its negated group that is covered (the positive
+    // one on a tie).
+    let mut targets: Vec<(u32, Vec<Lit>)> = Vec::new();
+    let mut negated: Vec<bool> = Vec::new();
+    for &h in &touched {
+        let [p, n] = std::mem::take(&mut counts[h as usize]);
+        let (group, side) = if n > p { (n, true) } else { (p, false) };
+        if group >= PARTIAL_SHARE && 2 * group as usize > operands(h) {
+            target[h as usize] = targets.len() as u32;
+            targets.push((h, Vec::with_capacity(group as usize)));
+            negated.push(side);
+        }
+    }
+    if !targets.is_empty() {
+        for slot in union {
+            for &(_, h, lit) in all_readers.of(*slot, ids) {
+                let t = target[h as usize];
+                if t != u32::MAX && negated[t as usize] == lit.is_negated() {
+                    targets[t as usize].1.push(lit);
+                }
+            }
+        }
+    }
+    for (h, covered) in &mut targets {
+        target[*h as usize] = u32::MAX;
         covered.sort_unstable();
     }
     targets
@@ -988,7 +1027,7 @@ pub(super) fn schedule(
     let steps = steps(program, gates, shape.cluster, shape.partial, sinks, ids);
     // Needed even with nothing kept: a partial value is stored only when it leaves the
     // registers while still to be read.
-    let next = next_reads(&events(program, &steps));
+    let next = next_reads(&events(program, &steps), program.num_slots(), ids);
     Schedule { steps, next }
 }
 
@@ -1021,21 +1060,28 @@ pub(super) fn emit(
     let mut position = 0;
     let mut runs: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
     let mut folds: Vec<(Group, Group)> = Vec::new();
+    let mut sizes: Vec<[usize; 2]> = Vec::new();
     for step in steps {
         // Each gate's groups: with several gates in the step, their chains already run side by
         // side, so each gets a share of the accumulators.
         // (A step folding sinks computes no gate whole.)
         let most = shape.accumulators.div_ceil(step.members.max(1));
         folds.clear();
+        // Each gate's positive and negated uses, counted in one pass (a pass per gate was
+        // quadratic in the gates of a cluster's step, which may compute many in part).
+        sizes.clear();
+        sizes.resize(step.gates.len(), [0, 0]);
+        for u in &step.uses {
+            sizes[u.1 as usize][usize::from(u.2.is_negated())] += 1;
+        }
         for (m, &g) in step.gates.iter().enumerate() {
             let op = program.gates[g as usize].op;
-            let of_gate = || step.uses.iter().filter(|u| u.1 == m as u32);
-            let negated = of_gate().filter(|u| u.2.is_negated()).count();
+            let [positive, negated] = sizes[m];
             let most = if m < step.members { most } else { 1 };
             // Within the positive group the gate's own operation joins; within the negated
             // group, the dual one.
             folds.push((
-                Group::new(of_gate().count() - negated, op == Op::And, most),
+                Group::new(positive, op == Op::And, most),
                 Group::new(negated, op == Op::Or, most),
             ));
         }
@@ -1390,7 +1436,7 @@ mod tests {
         let p = program(&[&[2, 3], &[2, 4], &[4, 5]]);
         // Events: 2 3 [4] 2 4 [5] 4 5 [6].
         let steps = steps(&p, &[0, 1, 2], 1, false, &[], &mut SlotIds::default());
-        let next = next_reads(&events(&p, &steps));
+        let next = next_reads(&events(&p, &steps), p.num_slots(), &mut SlotIds::default());
         assert_eq!(next, vec![3, NEVER, 4, NEVER, 6, 7, NEVER, NEVER, NEVER]);
     }
 
