@@ -894,8 +894,8 @@ fn partial_targets(
 /// slot and group beyond the first.
 fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &mut SmallVec<[Part; 1]>) {
     // Every use as (slot, list, literal), grouped by slot with each slot's uses in the order
-    // of the lists (a stable sort), so that the uses of a slot are one run, found by
-    // bisection: a map holding a vector per slot cost an allocation per slot read.
+    // of the lists (a stable sort), so that the uses of a slot are one run, known by its start:
+    // a map holding a vector per slot cost an allocation per slot read.
     let mut all: Vec<(u32, u32, Lit)> = Vec::with_capacity(lists.iter().map(|l| l.1.len()).sum());
     let mut left: Vec<usize> = Vec::with_capacity(lists.len());
     for (m, (_, operands)) in lists.iter().enumerate() {
@@ -903,17 +903,33 @@ fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &m
         left.push(operands.len());
     }
     all.sort_by_key(|u| u.0);
-    let run = |slot: u32| {
-        let start = all.partition_point(|u| u.0 < slot);
-        start..start + all[start..].partition_point(|u| u.0 == slot)
-    };
+    // The end of each run, at the run's start.
+    let mut end = vec![0u32; all.len()];
+    let mut from = 0;
+    while from < all.len() {
+        let to = from + all[from..].iter().take_while(|u| u.0 == all[from].0).count();
+        end[from] = to as u32;
+        from = to;
+    }
+    let run = |start: u32| start as usize..end[start as usize] as usize;
+    // The start of the run of each member's operands, found once by bisection.
+    let at: Vec<Vec<u32>> = lists[..members]
+        .iter()
+        .map(|(_, operands)| {
+            operands
+                .iter()
+                .map(|lit| all.partition_point(|u| u.0 < lit.slot()) as u32)
+                .collect()
+        })
+        .collect();
     // Whether each slot's uses were taken (by the start of its run).
     let mut taken = vec![false; all.len()];
     // Within the positive group a gate's own operation joins; within the negated group, the
     // dual one.
     let joins_and = |m: u32, lit: Lit| (lists[m as usize].0 == Op::And) != lit.is_negated();
-    // The blocks: the slots of each set of groups, in the order the members list them, and
-    // the block of each slot's run (`u32::MAX`: none, or not looked at yet).
+    // The blocks: the slots of each set of groups (by the starts of their runs), in the order
+    // the members list them, and the block of each slot's run (`u32::MAX`: none, or not looked
+    // at yet).
     type Key = (bool, Vec<(u32, bool)>);
     let mut keys: Vec<Key> = Vec::new();
     let mut key_index: FxHashMap<Key, u32> = FxHashMap::default();
@@ -921,9 +937,8 @@ fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &m
     let mut block_of = vec![u32::MAX; all.len()];
     let mut looked = vec![false; all.len()];
     for (m, (_, operands)) in lists.iter().enumerate().take(members) {
-        for &lit in operands.iter() {
-            let slot = lit.slot();
-            let r = run(slot);
+        for (k, &lit) in operands.iter().enumerate() {
+            let r = run(at[m][k]);
             // Whether a slot forms a block does not depend on which of its uses asks.
             if std::mem::replace(&mut looked[r.start], true) {
                 continue;
@@ -946,7 +961,7 @@ fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &m
                         b
                     }
                 };
-                block_slots[b as usize].push(slot);
+                block_slots[b as usize].push(r.start as u32);
                 block_of[r.start] = b;
             }
         }
@@ -956,17 +971,17 @@ fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &m
         let mut progress = false;
         for (m, (_, operands)) in lists.iter().enumerate().take(members) {
             // Skip slots an earlier turn took (with all their uses).
-            while cursor[m] < operands.len() && taken[run(operands[cursor[m]].slot()).start] {
+            while cursor[m] < operands.len() && taken[at[m][cursor[m]] as usize] {
                 cursor[m] += 1;
             }
-            let Some(lit) = operands.get(cursor[m]) else {
+            let Some(&first) = at[m].get(cursor[m]) else {
                 continue;
             };
             progress = true;
             let start = uses.len();
-            let b = block_of[run(lit.slot()).start];
-            let (block, slots) = if b == u32::MAX {
-                (None, vec![lit.slot()])
+            let b = block_of[first as usize];
+            let (block, runs) = if b == u32::MAX {
+                (None, vec![first])
             } else {
                 (
                     Some(keys[b as usize].clone()),
@@ -974,8 +989,8 @@ fn interleave(lists: &[(Op, &[Lit])], members: usize, uses: &mut Uses, parts: &m
                 )
             };
             let mut done = Vec::new();
-            for slot in slots {
-                let r = run(slot);
+            for r in runs {
+                let r = run(r);
                 if std::mem::replace(&mut taken[r.start], true) {
                     continue;
                 }
