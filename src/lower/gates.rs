@@ -525,7 +525,15 @@ fn steps(
     // Sinks computed, not folded into their wide gate yet: (wide gate, sinks).
     let mut pending: Vec<(u32, Vec<u32>)> = Vec::new();
     let mut out: Vec<Step> = Vec::new();
-    let mut score: FxHashMap<u32, u32> = FxHashMap::default();
+    // How many of the cluster's slots each open wide gate reads (by position; zero again when
+    // the next cluster starts), and the positions counted: an array where a map per cluster
+    // took a hash of every reader of every slot.
+    let mut score: Vec<u32> = if clusters {
+        vec![0; gates.len()]
+    } else {
+        Vec::new()
+    };
+    let mut scored: Vec<u32> = Vec::new();
     let mut union: FxHashSet<u32> = FxHashSet::default();
     // Scratch of `partial_targets`, by position.
     let (mut counts, mut target) = if clusters && partial {
@@ -542,11 +550,15 @@ fn steps(
         let mut members: SmallVec<[u32; 2]> = smallvec::smallvec![p as u32];
         let mut targets: Vec<(u32, Vec<Lit>)> = Vec::new();
         if clusters && wide(p) {
-            score.clear();
+            for &h in &scored {
+                score[h as usize] = 0;
+            }
+            scored.clear();
             union.clear();
             let add = |q: u32,
                        union: &mut FxHashSet<u32>,
-                       score: &mut FxHashMap<u32, u32>,
+                       score: &mut [u32],
+                       scored: &mut Vec<u32>,
                        step_of: &[u32],
                        rest: &[Option<Vec<Lit>>]| {
                 let own = program.gate_slot(gates[q as usize] as usize);
@@ -555,13 +567,16 @@ fn steps(
                     if lit.slot() != own && union.insert(lit.slot()) {
                         for &(_, h, _) in readers.of(lit.slot(), ids) {
                             if step_of[h as usize] == u32::MAX {
-                                *score.entry(h).or_default() += 1;
+                                if score[h as usize] == 0 {
+                                    scored.push(h);
+                                }
+                                score[h as usize] += 1;
                             }
                         }
                     }
                 }
             };
-            add(p as u32, &mut union, &mut score, &step_of, &rest);
+            add(p as u32, &mut union, &mut score, &mut scored, &step_of, &rest);
             while members.len() < most {
                 let ready = |h: u32| {
                     let qs = reads_gates[h as usize].clone();
@@ -569,14 +584,16 @@ fn steps(
                         .iter()
                         .all(|&q| step_of[q as usize] < id)
                 };
-                let best = score
+                let best = scored
                     .iter()
-                    .filter(|&(&h, &s)| s >= CLUSTER_SHARE && step_of[h as usize] == u32::MAX && ready(h))
-                    .max_by_key(|&(&h, &s)| (s, std::cmp::Reverse(h)));
-                let Some((&h, _)) = best else { break };
+                    .filter(|&&h| {
+                        score[h as usize] >= CLUSTER_SHARE && step_of[h as usize] == u32::MAX && ready(h)
+                    })
+                    .max_by_key(|&&h| (score[h as usize], std::cmp::Reverse(h)));
+                let Some(&h) = best else { break };
                 step_of[h as usize] = id;
                 members.push(h);
-                add(h, &mut union, &mut score, &step_of, &rest);
+                add(h, &mut union, &mut score, &mut scored, &step_of, &rest);
             }
             if partial {
                 targets = partial_targets(
