@@ -791,6 +791,59 @@ fn compact_rules_sort_and_dedup_like_a_vector_of_rules() {
     assert_eq!(got, plain);
 }
 
+/// Rules as the grounder settles them, each head's rules one after another in increasing order
+/// of body (the order `sort_dedup` keeps as it is), heads in any order and some heads' rules
+/// left unsorted, with repeats, or split in two runs, sort like a plain vector of pairs.
+#[test]
+fn compact_rules_settled_by_head_sort_like_a_vector_of_rules() {
+    let mut rng = propjet_runtime::Rng::new(12);
+    let mut plain: Vec<(AtomId, Vec<GroundLit>)> = Vec::new();
+    let mut rules = GroundRules::new();
+    let mut heads: Vec<u32> = (0..40).collect();
+    for i in (1..heads.len()).rev() {
+        heads.swap(i, rng.below(i as u32 + 1) as usize);
+    }
+    let (mut kept_as_they_were, mut resorted) = (0, 0);
+    for &h in &heads {
+        let mut bodies: Vec<Vec<GroundLit>> = (0..rng.below(6))
+            .map(|_| {
+                let mut b: Vec<GroundLit> = (0..rng.below(4))
+                    .map(|_| GroundLit::new(AtomId(rng.below(8)), rng.below(2) == 1))
+                    .collect();
+                b.sort();
+                b.dedup();
+                b
+            })
+            .collect();
+        // Most heads come settled; every fifth comes as it was made.
+        if h % 5 != 0 {
+            bodies.sort();
+            bodies.dedup();
+            kept_as_they_were += usize::from(bodies.len() > 1);
+        } else {
+            resorted += usize::from(bodies.windows(2).any(|w| w[0] >= w[1]));
+        }
+        for b in &bodies {
+            rules.push(AtomId(h), b).expect("a few literals fit");
+            plain.push((AtomId(h), b.clone()));
+        }
+    }
+    // A head's rules in two runs, with a repeat between them.
+    for b in [vec![GroundLit::new(AtomId(1), false)], vec![]] {
+        rules.push(AtomId(heads[0]), &b).expect("a few literals fit");
+        plain.push((AtomId(heads[0]), b));
+    }
+    assert!(
+        kept_as_they_were > 5 && resorted > 1,
+        "both kinds of head are tested"
+    );
+    rules.sort_dedup();
+    plain.sort();
+    plain.dedup();
+    let got: Vec<(AtomId, Vec<GroundLit>)> = rules.iter().map(|r| (r.head, r.body.to_vec())).collect();
+    assert_eq!(got, plain);
+}
+
 /// Rays that carry an ignored square (`?ig`) which matters only when it is the ray's own square,
 /// as in chess's check test: off it, the ray atoms have the same definition, and so do the atoms
 /// built from them.
