@@ -140,6 +140,10 @@ pub(crate) struct Grounder<'d> {
     /// How many threads run the joins of instantiation (see `Grounder::instantiate`); the
     /// ground program does not depend on it.
     pub join_threads: usize,
+    /// Whether the joins that read no settled identity are handed out at once rather than
+    /// with their component (see `Grounder::instantiate`); the ground program does not
+    /// depend on it. Off only in tests, which compare the two.
+    pub run_ahead: bool,
 }
 
 /// The limit a derivation reports when it finds more solutions than `Grounder::budget`.
@@ -279,6 +283,7 @@ impl<'d> Grounder<'d> {
             derive_costs: Vec::new(),
             head_at: FxHashMap::default(),
             join_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOIN_THREADS)),
+            run_ahead: true,
         };
         g.opaque.resize(n, false);
         g.classify()?;
@@ -1223,16 +1228,19 @@ impl<'d> Grounder<'d> {
             );
             plans.push((ci, plan, clock.elapsed()));
         }
-        // The joins of a component's rules run on worker threads, each rule in one, and hand
-        // their instances over in batches; this thread writes them out (`Out::atom`,
-        // `add_rule`, `add_aux_rules`) rule by rule in order, and settles the component. The
-        // joins of instantiation only read the term store and the relations, so the threads
-        // share them. Each rule's join numbers its auxiliary atoms from 0 and the output
-        // shifts them past those of the rules before it, so the output sees the same
-        // instances, atoms and numbers in the same order as one thread running the rules in
-        // turn would, whatever the threads' timing, and makes the same ground program. The
-        // next component's joins read the identities the last one settled (`Exec::canon`),
-        // so a component starts when the one before it is settled.
+        // The joins of the rules run on worker threads, each rule in one, and hand their
+        // instances over in batches; this thread writes them out (`Out::atom`, `add_rule`,
+        // `add_aux_rules`) rule by rule in order, and settles each component. The joins of
+        // instantiation only read the term store and the relations, so the threads share
+        // them. Each rule's join numbers its auxiliary atoms from 0 and the output shifts them
+        // past those of the rules before it, so the output sees the same instances, atoms and
+        // numbers in the same order as one thread running the rules in turn would, whatever
+        // the threads' timing, and makes the same ground program. A join whose sub-joins have
+        // a family reads the identities settled before its component (`Exec::canon`), so it
+        // is handed out when the component before it is settled; the others read nothing the
+        // output decides and are handed out at once. A free thread takes the first rule in
+        // order that it has been handed, so the joins run ahead of the output only where a
+        // thread would otherwise wait: while a component is settled, or beside its last rule.
         let conjs = &self.conjs;
         let jc = JoinCx {
             conjs,
@@ -1249,41 +1257,64 @@ impl<'d> Grounder<'d> {
         let rel_names = &self.rel_names;
         let limits = self.limits;
         let workers = self.join_threads.max(1);
+        let run_ahead = self.run_ahead;
         let mut spent: Vec<(usize, Duration, usize)> = Vec::with_capacity(plans.len());
-        let (to_workers, jobs) = std::sync::mpsc::channel::<Job>();
-        let jobs = std::sync::Mutex::new(jobs);
+        let jobs = Jobs::default();
         std::thread::scope(|scope| -> Result<(), GroundError> {
-            // Owned here, so that the workers stop when this returns, early or not.
-            let to_workers = to_workers;
+            // Closes the queue when this returns, early or not, so that the workers stop.
+            let jobs = Closing(&jobs);
             for _ in 0..workers {
-                let (jc, jobs) = (&jc, &jobs);
+                let (jc, jobs) = (&jc, jobs.0);
                 scope.spawn(move || join_worker(jc, jobs));
             }
             let mut canon: Arc<Vec<u32>> = Arc::new(Vec::new());
+            // What the joins that read no settled identity are given: they never look.
+            let unread: Arc<Vec<u32>> = Arc::new(Vec::new());
+            let component_of: Vec<usize> = order
+                .iter()
+                .enumerate()
+                .flat_map(|(c, cis)| std::iter::repeat_n(c, cis.len()))
+                .collect();
+            // Not bounded: a thread that runs a later rule than the one being written out must
+            // not wait for it (a bound of 16 batches made chess's large rules run one after
+            // another). The batches waiting are at most the output of the rules run ahead.
+            let mut handed: Vec<Option<std::sync::mpsc::Receiver<Handed>>> =
+                (0..plans.len()).map(|_| None).collect();
+            let hand = |j: usize, canon: &Arc<Vec<u32>>| {
+                let (to_out, from_join) = std::sync::mpsc::channel();
+                jobs.0.push(Job {
+                    order: j,
+                    ci: plans[j].0,
+                    component: component_of[j],
+                    plan: &plans[j].1,
+                    canon: Arc::clone(canon),
+                    to_out,
+                });
+                Some(from_join)
+            };
+            let ahead = |plan: &Plan| run_ahead && !plan.reads_settled();
+            for (j, (_, plan, _)) in plans.iter().enumerate() {
+                if ahead(plan) {
+                    handed[j] = hand(j, &unread);
+                }
+            }
             let mut next_aux = 0u32;
             let mut at = 0;
-            for (component, cis) in order.iter().enumerate() {
+            for cis in &order {
+                let first = at;
                 let rules = &plans[at..at + cis.len()];
                 at += cis.len();
-                let mut handed = Vec::with_capacity(rules.len());
-                for (ci, plan, _) in rules {
-                    // Not bounded: a thread that runs a later rule than the one being written out must
-                    // not wait for it (a bound of 16 batches made chess's large rules run one after
-                    // another). The batches waiting are at most the output of the rules run ahead.
-                    let (to_out, from_join) = std::sync::mpsc::channel();
-                    let job = Job {
-                        ci: *ci,
-                        component,
-                        plan,
-                        canon: Arc::clone(&canon),
-                        to_out,
-                    };
-                    if to_workers.send(job).is_err() {
-                        return Err(GroundError::Internal("the join threads stopped".into()));
+                for j in first..at {
+                    if !ahead(&plans[j].1) {
+                        handed[j] = hand(j, &canon);
                     }
-                    handed.push(from_join);
                 }
-                for ((ci, _, plan_time), from_join) in rules.iter().zip(handed) {
+                for (j, (ci, _, plan_time)) in (first..).zip(rules) {
+                    let Some(from_join) = handed[j].take() else {
+                        return Err(GroundError::Internal(
+                            "a rule was not handed to a join thread".into(),
+                        ));
+                    };
                     let head_rel = conjs[*ci].head.rel;
                     let name = &rel_names[head_rel as usize];
                     let rules_before = out.rules.len() + out.staged.len();
@@ -1441,8 +1472,9 @@ const MAX_JOIN_THREADS: usize = 4;
 
 /// One rule for a join thread to run.
 struct Job<'p> {
-    /// The rule's index in `conjs`, its plan, and its component's number in the order of
-    /// instantiation.
+    /// The rule's place in the order of instantiation, its index in `conjs`, its plan, and
+    /// its component's number.
+    order: usize,
     ci: usize,
     plan: &'p Plan,
     component: usize,
@@ -1450,6 +1482,61 @@ struct Job<'p> {
     canon: Arc<Vec<u32>>,
     /// Where the rule's instances go.
     to_out: std::sync::mpsc::Sender<Handed>,
+}
+
+/// The rules handed to the join threads and not taken yet, the first in order taken first.
+#[derive(Default)]
+struct Jobs<'p> {
+    queue: std::sync::Mutex<JobQueue<'p>>,
+    ready: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct JobQueue<'p> {
+    /// The rules waiting, by their place in the order of instantiation.
+    waiting: std::collections::BTreeMap<usize, Job<'p>>,
+    /// Set when no more rules will come.
+    closed: bool,
+}
+
+impl<'p> Jobs<'p> {
+    fn push(&self, job: Job<'p>) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.waiting.insert(job.order, job);
+            self.ready.notify_one();
+        }
+    }
+
+    /// The first rule waiting, once there is one; `None` once the queue is closed.
+    fn take(&self) -> Option<Job<'p>> {
+        let mut q = self.queue.lock().ok()?;
+        loop {
+            if q.closed {
+                return None;
+            }
+            if let Some((_, job)) = q.waiting.pop_first() {
+                return Some(job);
+            }
+            q = self.ready.wait(q).ok()?;
+        }
+    }
+
+    fn close(&self) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.closed = true;
+            q.waiting.clear();
+        }
+        self.ready.notify_all();
+    }
+}
+
+/// Closes the queue of jobs when dropped.
+struct Closing<'a, 'p>(&'a Jobs<'p>);
+
+impl Drop for Closing<'_, '_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// What a join thread hands the output for a rule: a batch of instances, or the error that
@@ -1542,17 +1629,12 @@ impl Batch {
 }
 
 /// A join thread of instantiation: runs the rules it is handed until there are none.
-fn join_worker(jc: &JoinCx, jobs: &std::sync::Mutex<std::sync::mpsc::Receiver<Job>>) {
+fn join_worker(jc: &JoinCx, jobs: &Jobs) {
     // For a guard relation and a head relation, the head atom of each of the guard's atoms
     // by its position (see `head_guard`), filled in as the rules of a component find them.
     let mut heads_by_guard: FxHashMap<(RelId, RelId), Vec<TermId>> = FxHashMap::default();
     let mut component = usize::MAX;
-    loop {
-        let job = match jobs.lock() {
-            Ok(jobs) => jobs.recv(),
-            Err(_) => return,
-        };
-        let Ok(job) = job else { return };
+    while let Some(job) = jobs.take() {
         if job.component != component {
             // The head relations of the next component are others.
             heads_by_guard.clear();

@@ -344,6 +344,15 @@ pub(crate) struct Plan {
     pub subs: Vec<SubPlan>,
 }
 
+impl Plan {
+    /// Whether the join reads the identities the output has settled (`Exec::canon`): only
+    /// sub-joins with a family do (`Exec::family_aux`), so the other joins find the same
+    /// instances whichever components are settled when they run.
+    pub fn reads_settled(&self) -> bool {
+        self.subs.iter().any(|s| !s.family.is_empty())
+    }
+}
+
 /// Per relation, the bounds of the current round: atoms `[0, old)` are old, `[old, all)` are
 /// the last round's.
 pub(crate) struct Bounds {

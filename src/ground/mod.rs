@@ -77,15 +77,18 @@ pub fn ground_with_options(
     g.instantiate()
 }
 
-/// [`ground`] with the joins of instantiation on `threads` threads.
+/// [`ground`] with the joins of instantiation on `threads` threads, those that read no
+/// settled identity handed out at once (`run_ahead`) or with their component.
 #[cfg(test)]
 fn ground_with_join_threads(
     desc: &Description,
     limits: &GroundLimits,
     threads: usize,
+    run_ahead: bool,
 ) -> Result<Grounded, GroundError> {
     let mut g = grounder::Grounder::new(desc, limits, &GroundOptions::default())?;
     g.join_threads = threads;
+    g.run_ahead = run_ahead;
     g.fixpoint()?;
     g.eliminate()?;
     g.instantiate().map(|(g, _)| g)

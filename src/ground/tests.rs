@@ -791,6 +791,59 @@ fn compact_rules_sort_and_dedup_like_a_vector_of_rules() {
     assert_eq!(got, plain);
 }
 
+/// Rules as the grounder settles them, each head's rules one after another in increasing order
+/// of body (the order `sort_dedup` keeps as it is), heads in any order and some heads' rules
+/// left unsorted, with repeats, or split in two runs, sort like a plain vector of pairs.
+#[test]
+fn compact_rules_settled_by_head_sort_like_a_vector_of_rules() {
+    let mut rng = propjet_runtime::Rng::new(12);
+    let mut plain: Vec<(AtomId, Vec<GroundLit>)> = Vec::new();
+    let mut rules = GroundRules::new();
+    let mut heads: Vec<u32> = (0..40).collect();
+    for i in (1..heads.len()).rev() {
+        heads.swap(i, rng.below(i as u32 + 1) as usize);
+    }
+    let (mut kept_as_they_were, mut resorted) = (0, 0);
+    for &h in &heads {
+        let mut bodies: Vec<Vec<GroundLit>> = (0..rng.below(6))
+            .map(|_| {
+                let mut b: Vec<GroundLit> = (0..rng.below(4))
+                    .map(|_| GroundLit::new(AtomId(rng.below(8)), rng.below(2) == 1))
+                    .collect();
+                b.sort();
+                b.dedup();
+                b
+            })
+            .collect();
+        // Most heads come settled; every fifth comes as it was made.
+        if h % 5 != 0 {
+            bodies.sort();
+            bodies.dedup();
+            kept_as_they_were += usize::from(bodies.len() > 1);
+        } else {
+            resorted += usize::from(bodies.windows(2).any(|w| w[0] >= w[1]));
+        }
+        for b in &bodies {
+            rules.push(AtomId(h), b).expect("a few literals fit");
+            plain.push((AtomId(h), b.clone()));
+        }
+    }
+    // A head's rules in two runs, with a repeat between them.
+    for b in [vec![GroundLit::new(AtomId(1), false)], vec![]] {
+        rules.push(AtomId(heads[0]), &b).expect("a few literals fit");
+        plain.push((AtomId(heads[0]), b));
+    }
+    assert!(
+        kept_as_they_were > 5 && resorted > 1,
+        "both kinds of head are tested"
+    );
+    rules.sort_dedup();
+    plain.sort();
+    plain.dedup();
+    let got: Vec<(AtomId, Vec<GroundLit>)> = rules.iter().map(|r| (r.head, r.body.to_vec())).collect();
+    assert_eq!(got, plain);
+}
+
 /// Rays that carry an ignored square (`?ig`) which matters only when it is the ray's own square,
 /// as in chess's check test: off it, the ray atoms have the same definition, and so do the atoms
 /// built from them.
@@ -956,16 +1009,48 @@ const AUX_PER_RULE: &str = "
 fn the_ground_program_does_not_depend_on_the_join_threads() {
     let desc = parse(AUX_PER_RULE);
     let limits = GroundLimits::default();
-    let one = ground_with_join_threads(&desc, &limits, 1).expect("grounds on one thread");
+    // One thread, each join handed out with its component: the rules run in turn.
+    let one = ground_with_join_threads(&desc, &limits, 1, false).expect("grounds on one thread");
     let aux = one.atoms.iter().filter(|a| a.text.starts_with("(;aux")).count();
     // The rules run side by side only if there are several, each making auxiliary atoms
     // that the output numbers after those of the rules before it.
     assert!(aux >= 3, "{:#?}", rules(&one));
-    for threads in [2, 3, 4] {
-        let several = ground_with_join_threads(&desc, &limits, threads).expect("grounds on several threads");
-        assert_eq!(one.atoms, several.atoms, "{threads} threads");
-        assert_eq!(one.rules, several.rules, "{threads} threads");
-        assert_eq!(one.init, several.init, "{threads} threads");
+    for threads in [1, 2, 3, 4] {
+        for run_ahead in [false, true] {
+            let several = ground_with_join_threads(&desc, &limits, threads, run_ahead)
+                .expect("grounds on several threads");
+            let how = format!("{threads} threads, run ahead: {run_ahead}");
+            assert_eq!(one.atoms, several.atoms, "{how}");
+            assert_eq!(one.rules, several.rules, "{how}");
+            assert_eq!(one.init, several.init, "{how}");
+        }
     }
     agrees(AUX_PER_RULE, 30);
+}
+
+/// shogi_ctk's check test has families whose solutions read as another family's through the
+/// identities settled before its component (`Exec::canon`), as chess's does: its join must run
+/// after them, while the joins that read no identity run ahead. Handing it out ahead too, with
+/// no identities, changes the program (checked when the change was made).
+#[test]
+fn joins_run_ahead_of_the_output_give_the_same_program_as_joins_run_in_turn() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/games/shogi_ctk.kif");
+    let Ok(src) = std::fs::read_to_string(&path) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but {} is missing",
+            path.display()
+        );
+        eprintln!("skipped: {} is missing", path.display());
+        return;
+    };
+    let desc = parse(&src);
+    let limits = GroundLimits::default();
+    let in_turn = ground_with_join_threads(&desc, &limits, 1, false).expect("grounds");
+    for threads in [1, 2] {
+        let ahead = ground_with_join_threads(&desc, &limits, threads, true).expect("grounds");
+        assert!(in_turn.atoms == ahead.atoms, "{threads} threads: other atoms");
+        assert!(in_turn.rules == ahead.rules, "{threads} threads: other rules");
+        assert_eq!(in_turn.init, ahead.init, "{threads} threads");
+    }
 }
