@@ -344,7 +344,8 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
         // rewriting the net as it was); a scan that writes nothing tells, and tells the
         // rewriter where the first or to factor is.
         Pass::Factor => {
-            let Some(first) = first_to_factor(&net) else {
+            let readers = readers(&net);
+            let Some(first) = first_to_factor(&net, &readers) else {
                 return dead_nodes(net, before_rewrite);
             };
             before_rewrite(&net);
@@ -356,6 +357,7 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
                 },
             );
             rewriter.factor_from = Some(first);
+            rewriter.fanout = Some(readers);
             // The rewriter writes each and before it meets the or that reads it, so the ands
             // that factoring replaces stay behind with no reader: over a million of them on
             // the largest games (racer4: 642,000 components became 1.9 million, 668,000 of
@@ -429,19 +431,10 @@ fn rewrites_something(net: &Propnet, pass: Pass) -> bool {
 
 /// The first node of `net` that is an or the factor pass would rewrite in `net` as it is:
 /// an or of one operand (written as its operand), or one with a group of the ands it alone
-/// reads that pays ([`factor_groups`]); `None` if there is none. Until it meets that or, the
-/// rewriter writes every node as it was, so it need not try the ors before it again (see
-/// [`Rewriter::run`]).
-fn first_to_factor(net: &Propnet) -> Option<usize> {
-    let mut readers = vec![0u32; net.nodes.len()];
-    for node in &net.nodes {
-        for op in node.operands() {
-            readers[op.index()] = readers[op.index()].saturating_add(1);
-        }
-    }
-    for id in net.outputs() {
-        readers[id.index()] = readers[id.index()].saturating_add(1);
-    }
+/// reads that pays ([`factor_groups`]), `readers` counting the readers of each node
+/// ([`readers`]); `None` if there is none. Until it meets that or, the rewriter writes every
+/// node as it was, so it need not try the ors before it again (see [`Rewriter::run`]).
+fn first_to_factor(net: &Propnet, readers: &[u32]) -> Option<usize> {
     let mut bodies = Bodies::default();
     net.nodes.iter().position(|node| {
         let Node::Or(ops) = node else { return false };
@@ -526,6 +519,8 @@ struct Rewriter {
     try_factor: bool,
     /// Whether the last or tried was written otherwise than as it was.
     factored: bool,
+    /// The readers of each old node ([`readers`]), when the caller has counted them.
+    fanout: Option<Vec<u32>>,
 }
 
 impl Rewriter {
@@ -552,6 +547,7 @@ impl Rewriter {
             factor_from: None,
             try_factor: true,
             factored: false,
+            fanout: None,
         }
     }
 
@@ -744,15 +740,10 @@ impl Rewriter {
     }
 
     fn run(mut self, mut old: Propnet) -> Propnet {
-        let mut fanout = vec![0u32; old.nodes.len()];
-        for node in &old.nodes {
-            for op in node.operands() {
-                fanout[op.index()] += 1;
-            }
-        }
-        for id in old.outputs() {
-            fanout[id.index()] += 1;
-        }
+        let fanout = match self.fanout.take() {
+            Some(fanout) => fanout,
+            None => readers(&old),
+        };
         let mut nodes = std::mem::take(&mut old.nodes);
         // Merging alone writes each gate over its mapped operands, sorted and without repeats
         // (`junction`); then the table slots of a batch of gates whose operands are all done
@@ -770,15 +761,27 @@ impl Rewriter {
         // reads: what the pass writes as one of its operands reads it through the or or
         // through another reader); the scan found no group there, and it needs no second try.
         let from = self.factor_from.take();
+        let len = nodes.len();
         let mut changed: Vec<bool> = if from.is_some() {
-            vec![false; nodes.len()]
+            vec![false; len]
         } else {
             Vec::new()
         };
-        for i in 0..nodes.len() {
+        // The nodes before the first or to factor are written as they were, so they stay
+        // where they are (`keep_prefix`), and the sweep starts at that or: it used to move
+        // them one by one into a new arena, over half of the net in every round on the
+        // large games, to write them unchanged.
+        let (start, mut nodes) = match from {
+            Some(from) if self.replace.is_empty() => match self.keep_prefix(&mut nodes, from, &fanout) {
+                Some(rest) => (from, rest),
+                None => (0, nodes),
+            },
+            _ => (0, nodes),
+        };
+        for i in start..len {
             if touch && i % BATCH == 0 {
                 hashes.clear();
-                for node in &nodes[i..(i + BATCH).min(nodes.len())] {
+                for node in &nodes[i - start..(i + BATCH).min(len) - start] {
                     let (kind, ops) = match node {
                         Node::And(ops) => (GateKind::And, &ops[..]),
                         Node::Or(ops) => (GateKind::Or, &ops[..]),
@@ -795,7 +798,7 @@ impl Rewriter {
                 }
                 self.gates.touch(&hashes);
             }
-            let mut node = std::mem::replace(&mut nodes[i], Node::Const(false));
+            let mut node = std::mem::replace(&mut nodes[i - start], Node::Const(false));
             let reads_changed = from.is_some() && node.operands().iter().any(|o| changed[o.index()]);
             if let Some(from) = from {
                 self.try_factor = i >= from || reads_changed;
@@ -824,6 +827,46 @@ impl Rewriter {
         let map = self.map;
         remap(old, self.nodes, |id| Some(map[id.index()]))
     }
+
+    /// Makes `nodes[..from]` the start of the new arena, each node written as it was, and
+    /// returns the nodes after them, if the factor pass writes every one of them as it was:
+    /// it tries no or before `from` (the scan found none there to rewrite, and none reads a
+    /// node the pass changed, there being none before), it writes every gate as it is
+    /// without merging, folding or collapsing, and it shares leaves, so that only a leaf met
+    /// twice would be written otherwise. `None`, with nothing done, if one is.
+    fn keep_prefix(&mut self, nodes: &mut Vec<Node>, from: usize, fanout: &[u32]) -> Option<Vec<Node>> {
+        let f = self.flags;
+        if f.fold || f.collapse || f.merge || f.exclusive || !self.nodes.is_empty() {
+            return None;
+        }
+        let mut leaves = FxHashMap::default();
+        for (i, node) in nodes[..from].iter().enumerate() {
+            if !node.is_gate() && leaves.insert(node.clone(), NodeId::from_index(i)).is_some() {
+                return None;
+            }
+        }
+        let rest = nodes.split_off(from);
+        self.leaves = leaves;
+        self.nodes = std::mem::take(nodes);
+        self.map.extend((0..from).map(NodeId::from_index));
+        // What `add` and the sweep would have counted: each node's readers in the old net.
+        self.uses.extend_from_slice(&fanout[..from]);
+        Some(rest)
+    }
+}
+
+/// How many readers each node of `net` has: gates and outputs (saturating).
+fn readers(net: &Propnet) -> Vec<u32> {
+    let mut readers = vec![0u32; net.nodes.len()];
+    for node in &net.nodes {
+        for op in node.operands() {
+            readers[op.index()] = readers[op.index()].saturating_add(1);
+        }
+    }
+    for id in net.outputs() {
+        readers[id.index()] = readers[id.index()].saturating_add(1);
+    }
+    readers
 }
 
 /// How many gates the merge pass takes at a time when it loads their table slots ahead.
