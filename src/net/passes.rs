@@ -162,10 +162,11 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
             // Whether the pass rewrote the net; one that did not returned it as it was, and
             // its statistics are those it had.
             let mut rewrote = false;
-            net = run_with(net, pass, &mut |n: &Propnet| {
+            let copy = round > 1 && start_of_round.is_none();
+            net = run_with(net, pass, copy, &mut |n: &Propnet, made: Option<Snapshot>| {
                 rewrote = true;
-                if round > 1 && start_of_round.is_none() {
-                    start_of_round = Some(Snapshot::of(n));
+                if copy {
+                    start_of_round = Some(made.unwrap_or_else(|| Snapshot::of(n)));
                 }
             });
             let time = start.elapsed();
@@ -316,12 +317,23 @@ pub(super) fn free_aside(garbage: Vec<Node>) {
 /// Runs one pass (the tests run passes one at a time).
 #[cfg(test)]
 pub(super) fn run(net: Propnet, pass: Pass) -> Propnet {
-    run_with(net, pass, &mut |_| {})
+    run_with(net, pass, false, &mut |_, _| {})
 }
 
+/// Below this many nodes, the factor pass copies the net for the round (`run_with`'s
+/// `copy`) after its scan rather than beside it: starting a thread costs more than that.
+const COPY_BESIDE: usize = 1 << 16;
+
 /// Runs one pass, calling `before_rewrite` with the net just before the pass starts to rewrite
-/// it; a pass that finds nothing to do returns the net it was given without calling it.
-fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
+/// it; a pass that finds nothing to do returns the net it was given without calling it. With
+/// `copy` (the caller will copy the net it is given, [`Snapshot`]), the pass may make that
+/// copy itself on a second thread while it reads the net, and then hands it over with the net.
+fn run_with(
+    net: Propnet,
+    pass: Pass,
+    copy: bool,
+    before_rewrite: &mut dyn FnMut(&Propnet, Option<Snapshot>),
+) -> Propnet {
     let flags = match pass {
         // On the large games the net as built has nothing to fold or collapse (alexChess:
         // about 80 ms of rewriting 800,000 gates as they were); a scan that writes nothing
@@ -344,11 +356,23 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
         // rewriting the net as it was); a scan that writes nothing tells, and tells the
         // rewriter where the first or to factor is.
         Pass::Factor => {
-            let readers = readers(&net);
-            let Some(first) = first_to_factor(&net, &readers) else {
-                return dead_nodes(net, before_rewrite);
+            // In a round after the first, the factor pass is the first to rewrite the net
+            // (what polarity left is a fixpoint of the passes before it), so the round's copy
+            // is made here: on a second thread while the scan reads the net (alexChess: about
+            // 12 ms each for the copy and the scan in rounds 2 and 3, idle).
+            let (readers, first, mut made) = std::thread::scope(|s| {
+                let net = &net;
+                let copying = (copy && net.nodes.len() >= COPY_BESIDE).then(|| s.spawn(|| Snapshot::of(net)));
+                let readers = readers(net);
+                let first = first_to_factor(net, &readers);
+                // A panic of the helper is a bug of `Snapshot::of`; it is passed on as it is.
+                let made = copying.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+                (readers, first, made)
+            });
+            let Some(first) = first else {
+                return dead_nodes(net, &mut |n| before_rewrite(n, made.take()));
             };
-            before_rewrite(&net);
+            before_rewrite(&net, made);
             let mut rewriter = Rewriter::new(
                 &net,
                 Flags {
@@ -373,13 +397,13 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
             ..Flags::default()
         },
         Pass::Polarity => {
-            before_rewrite(&net);
+            before_rewrite(&net, None);
             return super::signed::signs(net);
         }
-        Pass::Propositions => return propositions(net, before_rewrite),
-        Pass::DeadNodes => return dead_nodes(net, before_rewrite),
+        Pass::Propositions => return propositions(net, &mut |n| before_rewrite(n, None)),
+        Pass::DeadNodes => return dead_nodes(net, &mut |n| before_rewrite(n, None)),
     };
-    before_rewrite(&net);
+    before_rewrite(&net, None);
     Rewriter::new(&net, flags).run(net)
 }
 
