@@ -381,6 +381,7 @@ fn run_with(
                 },
             );
             rewriter.factor_from = Some(first);
+            rewriter.keep_before = Some(first);
             rewriter.fanout = Some(readers);
             // The rewriter writes each and before it meets the or that reads it, so the ands
             // that factoring replaces stay behind with no reader: over a million of them on
@@ -391,11 +392,21 @@ fn run_with(
         }
         // Most rounds find no or to rewrite; then the pass is the net as it was, without the
         // cost of rebuilding it.
-        Pass::ExclusiveInputs if !has_exclusive_inputs(&net) => return net,
-        Pass::ExclusiveInputs => Flags {
-            exclusive: true,
-            ..Flags::default()
-        },
+        Pass::ExclusiveInputs => {
+            let Some(first) = first_exclusive(&net) else {
+                return net;
+            };
+            before_rewrite(&net, None);
+            let mut rewriter = Rewriter::new(
+                &net,
+                Flags {
+                    exclusive: true,
+                    ..Flags::default()
+                },
+            );
+            rewriter.keep_before = Some(first);
+            return rewriter.run(net);
+        }
         Pass::Polarity => {
             before_rewrite(&net, None);
             return super::signed::signs(net);
@@ -430,6 +441,20 @@ pub(super) fn factor_every_or(net: Propnet) -> Propnet {
         ..Flags::default()
     };
     dead_nodes(Rewriter::new(&net, flags).run(net), &mut |_| {})
+}
+
+/// The exclusive-inputs pass rewriting from the first node on, without its scan's answer
+/// ([`first_exclusive`]); `net` as it is if the scan finds nothing.
+#[cfg(test)]
+pub(super) fn exclusive_every_or(net: Propnet) -> Propnet {
+    if first_exclusive(&net).is_none() {
+        return net;
+    }
+    let flags = Flags {
+        exclusive: true,
+        ..Flags::default()
+    };
+    Rewriter::new(&net, flags).run(net)
 }
 
 /// Whether the rewriter, folding constants (`Pass::ConstantFolding`) or collapsing
@@ -481,15 +506,16 @@ fn first_to_factor(net: &Propnet, readers: &[u32]) -> Option<usize> {
     })
 }
 
-/// Whether some or of `net` reads more than half of one role's inputs, which is what
-/// [`Rewriter::exclusive_inputs`] rewrites (counted as it counts them, repeats included).
-fn has_exclusive_inputs(net: &Propnet) -> bool {
+/// The first or of `net` that reads more than half of one role's inputs, which is what
+/// [`Rewriter::exclusive_inputs`] rewrites (counted as it counts them, repeats included);
+/// `None` if there is none.
+fn first_exclusive(net: &Propnet) -> Option<usize> {
     let mut role_size = vec![0usize; net.roles.len()];
     for i in &net.inputs {
         role_size[i.role.0 as usize] += 1;
     }
     let mut present = vec![0usize; net.roles.len()];
-    net.nodes.iter().any(|node| {
+    net.nodes.iter().position(|node| {
         let Node::Or(ops) = node else { return false };
         present.fill(0);
         for op in ops {
@@ -543,6 +569,10 @@ struct Rewriter {
     try_factor: bool,
     /// Whether the last or tried was written otherwise than as it was.
     factored: bool,
+    /// The first old node the pass may write otherwise than as it was, as its scan found it
+    /// (the first or to factor, or to rewrite for exclusive inputs); the nodes before it stay
+    /// where they are (`keep_prefix`).
+    keep_before: Option<usize>,
     /// The readers of each old node ([`readers`]), when the caller has counted them.
     fanout: Option<Vec<u32>>,
 }
@@ -571,6 +601,7 @@ impl Rewriter {
             factor_from: None,
             try_factor: true,
             factored: false,
+            keep_before: None,
             fanout: None,
         }
     }
@@ -791,13 +822,13 @@ impl Rewriter {
         } else {
             Vec::new()
         };
-        // The nodes before the first or to factor are written as they were, so they stay
+        // The nodes before the first or to rewrite are written as they were, so they stay
         // where they are (`keep_prefix`), and the sweep starts at that or: it used to move
         // them one by one into a new arena, over half of the net in every round on the
         // large games, to write them unchanged.
-        let (start, mut nodes) = match from {
-            Some(from) if self.replace.is_empty() => match self.keep_prefix(&mut nodes, from, &fanout) {
-                Some(rest) => (from, rest),
+        let (start, mut nodes) = match self.keep_before.take() {
+            Some(keep) if self.replace.is_empty() => match self.keep_prefix(&mut nodes, keep, &fanout) {
+                Some(rest) => (keep, rest),
                 None => (0, nodes),
             },
             _ => (0, nodes),
@@ -853,14 +884,16 @@ impl Rewriter {
     }
 
     /// Makes `nodes[..from]` the start of the new arena, each node written as it was, and
-    /// returns the nodes after them, if the factor pass writes every one of them as it was:
-    /// it tries no or before `from` (the scan found none there to rewrite, and none reads a
-    /// node the pass changed, there being none before), it writes every gate as it is
-    /// without merging, folding or collapsing, and it shares leaves, so that only a leaf met
-    /// twice would be written otherwise. `None`, with nothing done, if one is.
+    /// returns the nodes after them, if the pass writes every one of them as it was. The
+    /// factor pass tries no or before `from` (its scan found none there to rewrite, and none
+    /// reads a node the pass changed, there being none before), the exclusive-inputs pass
+    /// meets no or there that reads more than half of a role's inputs, and both write every
+    /// other gate as it is, without merging, folding or collapsing; they share leaves, so
+    /// that only a leaf met twice would be written otherwise. `None`, with nothing done, if
+    /// one is.
     fn keep_prefix(&mut self, nodes: &mut Vec<Node>, from: usize, fanout: &[u32]) -> Option<Vec<Node>> {
         let f = self.flags;
-        if f.fold || f.collapse || f.merge || f.exclusive || !self.nodes.is_empty() {
+        if f.fold || f.collapse || f.merge || !self.nodes.is_empty() {
             return None;
         }
         let mut leaves = FxHashMap::default();
@@ -1064,17 +1097,21 @@ pub(super) fn live_nodes(net: &Propnet) -> Vec<bool> {
 /// Keeps only the nodes some output reads, directly or not.
 fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let live = live_nodes(&net);
-    if live.iter().all(|&l| l) {
+    let Some(first_dead) = live.iter().position(|&l| !l) else {
         return net;
-    }
+    };
     before_rewrite(&net);
     const GONE: u32 = u32::MAX;
-    let mut map: Vec<NodeId> = vec![NodeId(GONE); net.nodes.len()];
+    // The nodes before the first dead one stay as they are, where they are: after the factor
+    // pass, which keeps the nodes before its first factored or in place, that is often half
+    // of the net.
+    let mut map: Vec<NodeId> = (0..first_dead).map(NodeId::from_index).collect();
+    map.resize(net.nodes.len(), NodeId(GONE));
     // The live nodes are moved to the front of the arena they are in, in their order; a new
     // arena for them was half a million fresh slots to fault in on the largest games.
     let mut nodes = std::mem::take(&mut net.nodes);
-    let mut kept = 0;
-    for i in 0..nodes.len() {
+    let mut kept = first_dead;
+    for i in first_dead..nodes.len() {
         if !live[i] {
             continue;
         }
