@@ -228,21 +228,14 @@ struct Snapshot {
 
 impl Snapshot {
     fn of(net: &Propnet) -> Snapshot {
-        let (mut ops, mut lens) = (Vec::new(), Vec::new());
-        let mut keep = |x: &[NodeId]| {
-            ops.extend_from_slice(x);
-            lens.push(u32::try_from(x.len()).expect("fewer than 2^32 operands"));
-            Vec::new()
-        };
-        let shells = net
-            .nodes
-            .iter()
-            .map(|node| match node {
-                Node::And(x) => Node::And(keep(x)),
-                Node::Or(x) => Node::Or(keep(x)),
-                other => other.clone(),
-            })
-            .collect();
+        let mut nodes = NodesCopy::room_for(net);
+        nodes.copy(net);
+        Snapshot::with_nodes(net, nodes)
+    }
+
+    /// The copy of `net` whose nodes `nodes` holds.
+    fn with_nodes(net: &Propnet, nodes: NodesCopy) -> Snapshot {
+        let NodesCopy { shells, ops, lens } = nodes;
         let Propnet {
             roles,
             nodes: _,
@@ -297,6 +290,51 @@ impl Snapshot {
         }
         rest.nodes = shells;
         rest
+    }
+}
+
+/// The nodes of a [`Snapshot`].
+struct NodesCopy {
+    shells: Vec<Node>,
+    ops: Vec<NodeId>,
+    lens: Vec<u32>,
+}
+
+impl NodesCopy {
+    /// Empty vectors that hold the nodes of `net` exactly. Made apart from [`NodesCopy::copy`]
+    /// so that a second thread can copy the nodes into vectors the caller's thread allocated:
+    /// what a thread allocates comes from a pool of the allocator's own for that thread, which
+    /// the main thread's later allocations cannot reuse (alexChess: 25 MB more at the peak
+    /// when the copying thread allocated them).
+    fn room_for(net: &Propnet) -> NodesCopy {
+        let (mut gates, mut edges) = (0, 0);
+        for node in &net.nodes {
+            if let Node::And(x) | Node::Or(x) = node {
+                gates += 1;
+                edges += x.len();
+            }
+        }
+        NodesCopy {
+            shells: Vec::with_capacity(net.nodes.len()),
+            ops: Vec::with_capacity(edges),
+            lens: Vec::with_capacity(gates),
+        }
+    }
+
+    /// Copies the nodes of `net` into the vectors [`NodesCopy::room_for`] made for them, which
+    /// need not grow: each and and or as a shell without operands, its operands and their count.
+    fn copy(&mut self, net: &Propnet) {
+        let NodesCopy { shells, ops, lens } = self;
+        let mut keep = |x: &[NodeId]| {
+            ops.extend_from_slice(x);
+            lens.push(u32::try_from(x.len()).expect("fewer than 2^32 operands"));
+            Vec::new()
+        };
+        shells.extend(net.nodes.iter().map(|node| match node {
+            Node::And(x) => Node::And(keep(x)),
+            Node::Or(x) => Node::Or(keep(x)),
+            other => other.clone(),
+        }));
     }
 }
 
@@ -360,15 +398,23 @@ fn run_with(
             // (what polarity left is a fixpoint of the passes before it), so the round's copy
             // is made here: on a second thread while the scan reads the net (alexChess: about
             // 12 ms each for the copy and the scan in rounds 2 and 3, idle).
-            let (readers, first, mut made) = std::thread::scope(|s| {
+            let mut nodes = (copy && net.nodes.len() >= COPY_BESIDE).then(|| NodesCopy::room_for(&net));
+            let (readers, first) = std::thread::scope(|s| {
                 let net = &net;
-                let copying = (copy && net.nodes.len() >= COPY_BESIDE).then(|| s.spawn(|| Snapshot::of(net)));
+                let copying = nodes.as_mut().map(|nodes| s.spawn(move || nodes.copy(net)));
                 let readers = readers(net);
                 let first = first_to_factor(net, &readers);
-                // A panic of the helper is a bug of `Snapshot::of`; it is passed on as it is.
-                let made = copying.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-                (readers, first, made)
+                if let Some(h) = copying {
+                    // A panic of the helper is a bug of `NodesCopy::copy`; it is passed on.
+                    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                }
+                (readers, first)
             });
+            // The rest of the copy (the views' names among it) is made on this thread, and
+            // only if the pass rewrites the net.
+            let mut made = nodes
+                .filter(|_| first.is_some())
+                .map(|nodes| Snapshot::with_nodes(&net, nodes));
             let Some(first) = first else {
                 return dead_nodes(net, &mut |n| before_rewrite(n, made.take()));
             };
