@@ -162,10 +162,11 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
             // Whether the pass rewrote the net; one that did not returned it as it was, and
             // its statistics are those it had.
             let mut rewrote = false;
-            net = run_with(net, pass, &mut |n: &Propnet| {
+            let copy = round > 1 && start_of_round.is_none();
+            net = run_with(net, pass, copy, &mut |n: &Propnet, made: Option<Snapshot>| {
                 rewrote = true;
-                if round > 1 && start_of_round.is_none() {
-                    start_of_round = Some(Snapshot::of(n));
+                if copy {
+                    start_of_round = Some(made.unwrap_or_else(|| Snapshot::of(n)));
                 }
             });
             let time = start.elapsed();
@@ -227,21 +228,14 @@ struct Snapshot {
 
 impl Snapshot {
     fn of(net: &Propnet) -> Snapshot {
-        let (mut ops, mut lens) = (Vec::new(), Vec::new());
-        let mut keep = |x: &[NodeId]| {
-            ops.extend_from_slice(x);
-            lens.push(u32::try_from(x.len()).expect("fewer than 2^32 operands"));
-            Vec::new()
-        };
-        let shells = net
-            .nodes
-            .iter()
-            .map(|node| match node {
-                Node::And(x) => Node::And(keep(x)),
-                Node::Or(x) => Node::Or(keep(x)),
-                other => other.clone(),
-            })
-            .collect();
+        let mut nodes = NodesCopy::room_for(net);
+        nodes.copy(net);
+        Snapshot::with_nodes(net, nodes)
+    }
+
+    /// The copy of `net` whose nodes `nodes` holds.
+    fn with_nodes(net: &Propnet, nodes: NodesCopy) -> Snapshot {
+        let NodesCopy { shells, ops, lens } = nodes;
         let Propnet {
             roles,
             nodes: _,
@@ -299,6 +293,51 @@ impl Snapshot {
     }
 }
 
+/// The nodes of a [`Snapshot`].
+struct NodesCopy {
+    shells: Vec<Node>,
+    ops: Vec<NodeId>,
+    lens: Vec<u32>,
+}
+
+impl NodesCopy {
+    /// Empty vectors that hold the nodes of `net` exactly. Made apart from [`NodesCopy::copy`]
+    /// so that a second thread can copy the nodes into vectors the caller's thread allocated:
+    /// what a thread allocates comes from a pool of the allocator's own for that thread, which
+    /// the main thread's later allocations cannot reuse (alexChess: 25 MB more at the peak
+    /// when the copying thread allocated them).
+    fn room_for(net: &Propnet) -> NodesCopy {
+        let (mut gates, mut edges) = (0, 0);
+        for node in &net.nodes {
+            if let Node::And(x) | Node::Or(x) = node {
+                gates += 1;
+                edges += x.len();
+            }
+        }
+        NodesCopy {
+            shells: Vec::with_capacity(net.nodes.len()),
+            ops: Vec::with_capacity(edges),
+            lens: Vec::with_capacity(gates),
+        }
+    }
+
+    /// Copies the nodes of `net` into the vectors [`NodesCopy::room_for`] made for them, which
+    /// need not grow: each and and or as a shell without operands, its operands and their count.
+    fn copy(&mut self, net: &Propnet) {
+        let NodesCopy { shells, ops, lens } = self;
+        let mut keep = |x: &[NodeId]| {
+            ops.extend_from_slice(x);
+            lens.push(u32::try_from(x.len()).expect("fewer than 2^32 operands"));
+            Vec::new()
+        };
+        shells.extend(net.nodes.iter().map(|node| match node {
+            Node::And(x) => Node::And(keep(x)),
+            Node::Or(x) => Node::Or(keep(x)),
+            other => other.clone(),
+        }));
+    }
+}
+
 /// Frees `garbage` on a thread of its own when it holds many nodes, so that the pass goes on
 /// meanwhile: a net of half a million gates is as many small vectors, and freeing them took
 /// about a tenth of each polarity pass on alexChess. Nothing waits for the thread; a small
@@ -316,12 +355,23 @@ pub(super) fn free_aside(garbage: Vec<Node>) {
 /// Runs one pass (the tests run passes one at a time).
 #[cfg(test)]
 pub(super) fn run(net: Propnet, pass: Pass) -> Propnet {
-    run_with(net, pass, &mut |_| {})
+    run_with(net, pass, false, &mut |_, _| {})
 }
 
+/// Below this many nodes, the factor pass copies the net for the round (`run_with`'s
+/// `copy`) after its scan rather than beside it: starting a thread costs more than that.
+const COPY_BESIDE: usize = 1 << 16;
+
 /// Runs one pass, calling `before_rewrite` with the net just before the pass starts to rewrite
-/// it; a pass that finds nothing to do returns the net it was given without calling it.
-fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
+/// it; a pass that finds nothing to do returns the net it was given without calling it. With
+/// `copy` (the caller will copy the net it is given, [`Snapshot`]), the pass may make that
+/// copy itself on a second thread while it reads the net, and then hands it over with the net.
+fn run_with(
+    net: Propnet,
+    pass: Pass,
+    copy: bool,
+    before_rewrite: &mut dyn FnMut(&Propnet, Option<Snapshot>),
+) -> Propnet {
     let flags = match pass {
         // On the large games the net as built has nothing to fold or collapse (alexChess:
         // about 80 ms of rewriting 800,000 gates as they were); a scan that writes nothing
@@ -344,10 +394,31 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
         // rewriting the net as it was); a scan that writes nothing tells, and tells the
         // rewriter where the first or to factor is.
         Pass::Factor => {
-            let Some(first) = first_to_factor(&net) else {
-                return dead_nodes(net, before_rewrite);
+            // In a round after the first, the factor pass is the first to rewrite the net
+            // (what polarity left is a fixpoint of the passes before it), so the round's copy
+            // is made here: on a second thread while the scan reads the net (alexChess: about
+            // 12 ms each for the copy and the scan in rounds 2 and 3, idle).
+            let mut nodes = (copy && net.nodes.len() >= COPY_BESIDE).then(|| NodesCopy::room_for(&net));
+            let (readers, first) = std::thread::scope(|s| {
+                let net = &net;
+                let copying = nodes.as_mut().map(|nodes| s.spawn(move || nodes.copy(net)));
+                let readers = readers(net);
+                let first = first_to_factor(net, &readers);
+                if let Some(h) = copying {
+                    // A panic of the helper is a bug of `NodesCopy::copy`; it is passed on.
+                    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                }
+                (readers, first)
+            });
+            // The rest of the copy (the views' names among it) is made on this thread, and
+            // only if the pass rewrites the net.
+            let mut made = nodes
+                .filter(|_| first.is_some())
+                .map(|nodes| Snapshot::with_nodes(&net, nodes));
+            let Some(first) = first else {
+                return dead_nodes(net, &mut |n| before_rewrite(n, made.take()));
             };
-            before_rewrite(&net);
+            before_rewrite(&net, made);
             let mut rewriter = Rewriter::new(
                 &net,
                 Flags {
@@ -356,6 +427,8 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
                 },
             );
             rewriter.factor_from = Some(first);
+            rewriter.keep_before = Some(first);
+            rewriter.fanout = Some(readers);
             // The rewriter writes each and before it meets the or that reads it, so the ands
             // that factoring replaces stay behind with no reader: over a million of them on
             // the largest games (racer4: 642,000 components became 1.9 million, 668,000 of
@@ -365,19 +438,29 @@ fn run_with(net: Propnet, pass: Pass, before_rewrite: &mut dyn FnMut(&Propnet)) 
         }
         // Most rounds find no or to rewrite; then the pass is the net as it was, without the
         // cost of rebuilding it.
-        Pass::ExclusiveInputs if !has_exclusive_inputs(&net) => return net,
-        Pass::ExclusiveInputs => Flags {
-            exclusive: true,
-            ..Flags::default()
-        },
+        Pass::ExclusiveInputs => {
+            let Some(first) = first_exclusive(&net) else {
+                return net;
+            };
+            before_rewrite(&net, None);
+            let mut rewriter = Rewriter::new(
+                &net,
+                Flags {
+                    exclusive: true,
+                    ..Flags::default()
+                },
+            );
+            rewriter.keep_before = Some(first);
+            return rewriter.run(net);
+        }
         Pass::Polarity => {
-            before_rewrite(&net);
+            before_rewrite(&net, None);
             return super::signed::signs(net);
         }
-        Pass::Propositions => return propositions(net, before_rewrite),
-        Pass::DeadNodes => return dead_nodes(net, before_rewrite),
+        Pass::Propositions => return propositions(net, &mut |n| before_rewrite(n, None)),
+        Pass::DeadNodes => return dead_nodes(net, &mut |n| before_rewrite(n, None)),
     };
-    before_rewrite(&net);
+    before_rewrite(&net, None);
     Rewriter::new(&net, flags).run(net)
 }
 
@@ -406,6 +489,20 @@ pub(super) fn factor_every_or(net: Propnet) -> Propnet {
     dead_nodes(Rewriter::new(&net, flags).run(net), &mut |_| {})
 }
 
+/// The exclusive-inputs pass rewriting from the first node on, without its scan's answer
+/// ([`first_exclusive`]); `net` as it is if the scan finds nothing.
+#[cfg(test)]
+pub(super) fn exclusive_every_or(net: Propnet) -> Propnet {
+    if first_exclusive(&net).is_none() {
+        return net;
+    }
+    let flags = Flags {
+        exclusive: true,
+        ..Flags::default()
+    };
+    Rewriter::new(&net, flags).run(net)
+}
+
 /// Whether the rewriter, folding constants (`Pass::ConstantFolding`) or collapsing
 /// (`Pass::Collapse`), would write anything but `net` as it is. It writes each node once, as
 /// it was, unless the node is a leaf it has already written (it shares them), or a gate the
@@ -429,19 +526,10 @@ fn rewrites_something(net: &Propnet, pass: Pass) -> bool {
 
 /// The first node of `net` that is an or the factor pass would rewrite in `net` as it is:
 /// an or of one operand (written as its operand), or one with a group of the ands it alone
-/// reads that pays ([`factor_groups`]); `None` if there is none. Until it meets that or, the
-/// rewriter writes every node as it was, so it need not try the ors before it again (see
-/// [`Rewriter::run`]).
-fn first_to_factor(net: &Propnet) -> Option<usize> {
-    let mut readers = vec![0u32; net.nodes.len()];
-    for node in &net.nodes {
-        for op in node.operands() {
-            readers[op.index()] = readers[op.index()].saturating_add(1);
-        }
-    }
-    for id in net.outputs() {
-        readers[id.index()] = readers[id.index()].saturating_add(1);
-    }
+/// reads that pays ([`factor_groups`]), `readers` counting the readers of each node
+/// ([`readers`]); `None` if there is none. Until it meets that or, the rewriter writes every
+/// node as it was, so it need not try the ors before it again (see [`Rewriter::run`]).
+fn first_to_factor(net: &Propnet, readers: &[u32]) -> Option<usize> {
     let mut bodies = Bodies::default();
     net.nodes.iter().position(|node| {
         let Node::Or(ops) = node else { return false };
@@ -464,15 +552,16 @@ fn first_to_factor(net: &Propnet) -> Option<usize> {
     })
 }
 
-/// Whether some or of `net` reads more than half of one role's inputs, which is what
-/// [`Rewriter::exclusive_inputs`] rewrites (counted as it counts them, repeats included).
-fn has_exclusive_inputs(net: &Propnet) -> bool {
+/// The first or of `net` that reads more than half of one role's inputs, which is what
+/// [`Rewriter::exclusive_inputs`] rewrites (counted as it counts them, repeats included);
+/// `None` if there is none.
+fn first_exclusive(net: &Propnet) -> Option<usize> {
     let mut role_size = vec![0usize; net.roles.len()];
     for i in &net.inputs {
         role_size[i.role.0 as usize] += 1;
     }
     let mut present = vec![0usize; net.roles.len()];
-    net.nodes.iter().any(|node| {
+    net.nodes.iter().position(|node| {
         let Node::Or(ops) = node else { return false };
         present.fill(0);
         for op in ops {
@@ -526,6 +615,12 @@ struct Rewriter {
     try_factor: bool,
     /// Whether the last or tried was written otherwise than as it was.
     factored: bool,
+    /// The first old node the pass may write otherwise than as it was, as its scan found it
+    /// (the first or to factor, or to rewrite for exclusive inputs); the nodes before it stay
+    /// where they are (`keep_prefix`).
+    keep_before: Option<usize>,
+    /// The readers of each old node ([`readers`]), when the caller has counted them.
+    fanout: Option<Vec<u32>>,
 }
 
 impl Rewriter {
@@ -552,6 +647,8 @@ impl Rewriter {
             factor_from: None,
             try_factor: true,
             factored: false,
+            keep_before: None,
+            fanout: None,
         }
     }
 
@@ -744,15 +841,10 @@ impl Rewriter {
     }
 
     fn run(mut self, mut old: Propnet) -> Propnet {
-        let mut fanout = vec![0u32; old.nodes.len()];
-        for node in &old.nodes {
-            for op in node.operands() {
-                fanout[op.index()] += 1;
-            }
-        }
-        for id in old.outputs() {
-            fanout[id.index()] += 1;
-        }
+        let fanout = match self.fanout.take() {
+            Some(fanout) => fanout,
+            None => readers(&old),
+        };
         let mut nodes = std::mem::take(&mut old.nodes);
         // Merging alone writes each gate over its mapped operands, sorted and without repeats
         // (`junction`); then the table slots of a batch of gates whose operands are all done
@@ -770,15 +862,27 @@ impl Rewriter {
         // reads: what the pass writes as one of its operands reads it through the or or
         // through another reader); the scan found no group there, and it needs no second try.
         let from = self.factor_from.take();
+        let len = nodes.len();
         let mut changed: Vec<bool> = if from.is_some() {
-            vec![false; nodes.len()]
+            vec![false; len]
         } else {
             Vec::new()
         };
-        for i in 0..nodes.len() {
+        // The nodes before the first or to rewrite are written as they were, so they stay
+        // where they are (`keep_prefix`), and the sweep starts at that or: it used to move
+        // them one by one into a new arena, over half of the net in every round on the
+        // large games, to write them unchanged.
+        let (start, mut nodes) = match self.keep_before.take() {
+            Some(keep) if self.replace.is_empty() => match self.keep_prefix(&mut nodes, keep, &fanout) {
+                Some(rest) => (keep, rest),
+                None => (0, nodes),
+            },
+            _ => (0, nodes),
+        };
+        for i in start..len {
             if touch && i % BATCH == 0 {
                 hashes.clear();
-                for node in &nodes[i..(i + BATCH).min(nodes.len())] {
+                for node in &nodes[i - start..(i + BATCH).min(len) - start] {
                     let (kind, ops) = match node {
                         Node::And(ops) => (GateKind::And, &ops[..]),
                         Node::Or(ops) => (GateKind::Or, &ops[..]),
@@ -795,7 +899,7 @@ impl Rewriter {
                 }
                 self.gates.touch(&hashes);
             }
-            let mut node = std::mem::replace(&mut nodes[i], Node::Const(false));
+            let mut node = std::mem::replace(&mut nodes[i - start], Node::Const(false));
             let reads_changed = from.is_some() && node.operands().iter().any(|o| changed[o.index()]);
             if let Some(from) = from {
                 self.try_factor = i >= from || reads_changed;
@@ -824,6 +928,48 @@ impl Rewriter {
         let map = self.map;
         remap(old, self.nodes, |id| Some(map[id.index()]))
     }
+
+    /// Makes `nodes[..from]` the start of the new arena, each node written as it was, and
+    /// returns the nodes after them, if the pass writes every one of them as it was. The
+    /// factor pass tries no or before `from` (its scan found none there to rewrite, and none
+    /// reads a node the pass changed, there being none before), the exclusive-inputs pass
+    /// meets no or there that reads more than half of a role's inputs, and both write every
+    /// other gate as it is, without merging, folding or collapsing; they share leaves, so
+    /// that only a leaf met twice would be written otherwise. `None`, with nothing done, if
+    /// one is.
+    fn keep_prefix(&mut self, nodes: &mut Vec<Node>, from: usize, fanout: &[u32]) -> Option<Vec<Node>> {
+        let f = self.flags;
+        if f.fold || f.collapse || f.merge || !self.nodes.is_empty() {
+            return None;
+        }
+        let mut leaves = FxHashMap::default();
+        for (i, node) in nodes[..from].iter().enumerate() {
+            if !node.is_gate() && leaves.insert(node.clone(), NodeId::from_index(i)).is_some() {
+                return None;
+            }
+        }
+        let rest = nodes.split_off(from);
+        self.leaves = leaves;
+        self.nodes = std::mem::take(nodes);
+        self.map.extend((0..from).map(NodeId::from_index));
+        // What `add` and the sweep would have counted: each node's readers in the old net.
+        self.uses.extend_from_slice(&fanout[..from]);
+        Some(rest)
+    }
+}
+
+/// How many readers each node of `net` has: gates and outputs (saturating).
+fn readers(net: &Propnet) -> Vec<u32> {
+    let mut readers = vec![0u32; net.nodes.len()];
+    for node in &net.nodes {
+        for op in node.operands() {
+            readers[op.index()] = readers[op.index()].saturating_add(1);
+        }
+    }
+    for id in net.outputs() {
+        readers[id.index()] = readers[id.index()].saturating_add(1);
+    }
+    readers
 }
 
 /// How many gates the merge pass takes at a time when it loads their table slots ahead.
@@ -997,17 +1143,21 @@ pub(super) fn live_nodes(net: &Propnet) -> Vec<bool> {
 /// Keeps only the nodes some output reads, directly or not.
 fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let live = live_nodes(&net);
-    if live.iter().all(|&l| l) {
+    let Some(first_dead) = live.iter().position(|&l| !l) else {
         return net;
-    }
+    };
     before_rewrite(&net);
     const GONE: u32 = u32::MAX;
-    let mut map: Vec<NodeId> = vec![NodeId(GONE); net.nodes.len()];
+    // The nodes before the first dead one stay as they are, where they are: after the factor
+    // pass, which keeps the nodes before its first factored or in place, that is often half
+    // of the net.
+    let mut map: Vec<NodeId> = (0..first_dead).map(NodeId::from_index).collect();
+    map.resize(net.nodes.len(), NodeId(GONE));
     // The live nodes are moved to the front of the arena they are in, in their order; a new
     // arena for them was half a million fresh slots to fault in on the largest games.
     let mut nodes = std::mem::take(&mut net.nodes);
-    let mut kept = 0;
-    for i in 0..nodes.len() {
+    let mut kept = first_dead;
+    for i in first_dead..nodes.len() {
         if !live[i] {
             continue;
         }

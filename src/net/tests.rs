@@ -520,6 +520,66 @@ fn factoring_from_the_first_or_found_is_factoring_every_or() {
     assert!(factored * 8 > rounds, "{factored} of {rounds}");
 }
 
+/// The exclusive-inputs pass keeps the nodes before the first or its scan finds to rewrite
+/// where they are (`keep_prefix`), unless a leaf occurs twice among them; rewriting from the
+/// first node on must give the same net, node for node.
+#[test]
+fn exclusive_inputs_from_the_first_or_found_is_rewriting_every_node() {
+    let mut rng = propjet_runtime::Rng::new(23);
+    let (mut late, mut rewritten) = (0, 0);
+    for round in 0..600 {
+        let (bases, inputs, gates) = (3, 3, 10 + round % 50);
+        let mut nodes = vec![Node::Const(false), Node::Const(true)];
+        nodes.extend((0..bases).map(Node::Base));
+        nodes.extend((0..inputs).map(Node::Input));
+        for _ in 0..gates {
+            let n = nodes.len() as u32;
+            let any = |rng: &mut propjet_runtime::Rng| NodeId(rng.below(n));
+            let input = |rng: &mut propjet_runtime::Rng| NodeId(2 + bases + rng.below(inputs));
+            let node = match rng.below(8) {
+                // Now and then a leaf met twice, which the rewriter shares.
+                0 if round % 3 == 0 => Node::Input(rng.below(inputs)),
+                0 | 1 => Node::Not(any(&mut rng)),
+                2 | 3 => Node::And((0..2).map(|_| any(&mut rng)).collect()),
+                // Ors over inputs, some over more than half of them.
+                _ => {
+                    let mut ops: Vec<NodeId> = (0..1 + rng.below(4)).map(|_| input(&mut rng)).collect();
+                    ops.push(any(&mut rng));
+                    Node::Or(ops)
+                }
+            };
+            nodes.push(node);
+        }
+        let net = with_outputs(&mut rng, nodes, bases, inputs, gates);
+        net.verify().expect("a well-formed net");
+        let every = passes::exclusive_every_or(net.clone());
+        let kept = passes::run(net.clone(), Pass::ExclusiveInputs);
+        assert!(
+            shape(&kept) == shape(&every),
+            "round {round}: rewriting from the first or found differs from rewriting every node"
+        );
+        // The same outputs wherever exactly one input holds, which the pass assumes.
+        for state in (0..1u32 << bases).flat_map(|b| (0..inputs).map(move |i| b | 1 << (bases + i))) {
+            for (k, (x, y)) in net.outputs().zip(kept.outputs()).enumerate() {
+                assert_eq!(
+                    value(&net, x, state),
+                    value(&kept, y, state),
+                    "output {k}, state {state:b}"
+                );
+            }
+        }
+        if shape(&kept) != shape(&net) {
+            rewritten += 1;
+            let first_gate = 2 + (bases + inputs) as usize;
+            if kept.nodes[..first_gate + 3] == net.nodes[..first_gate + 3] {
+                late += 1;
+            }
+        }
+    }
+    // Many nets were rewritten, many of them after a few gates written as they were.
+    assert!(rewritten > 200 && late > 50, "{rewritten} rewritten, {late} late");
+}
+
 /// Everything of a net that a pass may change: its nodes and what each output and view reads.
 fn shape(net: &Propnet) -> (Vec<Node>, Vec<NodeId>, Vec<(String, NodeId)>) {
     (net.nodes.clone(), net.outputs().collect(), net.views.clone())
