@@ -43,7 +43,14 @@ pub enum Recursion {
 
 /// Builds the unoptimized propnet of `g`.
 pub fn build(g: &Grounded, limits: &NetLimits) -> Result<Propnet, NetError> {
-    Builder::new(g, limits).run()
+    build_with(g, limits, g.atoms.len() >= PARALLEL_ATOMS)
+}
+
+/// Builds the unoptimized propnet of `g`, on two threads if `parallel` is set: the same net
+/// either way.
+pub(super) fn build_with(g: &Grounded, limits: &NetLimits, parallel: bool) -> Result<Propnet, NetError> {
+    let heads = Heads::of(g);
+    Builder::new(g, &heads, limits).run(parallel)
 }
 
 struct Builder<'g> {
@@ -54,10 +61,8 @@ struct Builder<'g> {
     atom_node: Vec<Option<NodeId>>,
     /// One negation node per node that is read negated.
     negations: FxHashMap<NodeId, NodeId>,
-    /// The rules of each head atom `a`: `by_head[head_start[a]..head_start[a + 1]]`, one
-    /// array for all atoms rather than a vector each (chess has millions of atoms).
-    head_start: Vec<u32>,
-    by_head: Vec<u32>,
+    /// The rules of each head atom.
+    heads: &'g Heads,
     false_node: NodeId,
     true_node: NodeId,
     /// The rule bodies of the atom being built, and its rules of one literal.
@@ -69,37 +74,21 @@ struct Builder<'g> {
 }
 
 impl<'g> Builder<'g> {
-    fn new(g: &'g Grounded, limits: &'g NetLimits) -> Builder<'g> {
-        // A counting sort of the rules by head.
-        let mut head_start = vec![0u32; g.atoms.len() + 1];
-        for r in &g.rules {
-            head_start[r.head.index() + 1] += 1;
-        }
-        for a in 0..g.atoms.len() {
-            head_start[a + 1] += head_start[a];
-        }
-        let mut fill = head_start.clone();
-        let mut by_head = vec![0u32; g.rules.len()];
-        for (i, r) in g.rules.iter().enumerate() {
-            let slot = &mut fill[r.head.index()];
-            by_head[*slot as usize] = i as u32;
-            *slot += 1;
-        }
+    fn new(g: &'g Grounded, heads: &'g Heads, limits: &'g NetLimits) -> Builder<'g> {
         let mut net = Propnet {
             roles: g.roles.clone(),
             ..Propnet::default()
         };
         net.nodes.push(Node::Const(false));
         net.nodes.push(Node::Const(true));
-        let gates = Interner::with_capacity(most_gates(g, &head_start));
+        let gates = Interner::with_capacity(most_gates(g, &heads.start));
         Builder {
             g,
             limits,
             net,
             atom_node: vec![None; g.atoms.len()],
             negations: FxHashMap::default(),
-            head_start,
-            by_head,
+            heads,
             false_node: NodeId(0),
             true_node: NodeId(1),
             bodies: Bodies::default(),
@@ -113,7 +102,7 @@ impl<'g> Builder<'g> {
         push(&mut self.net.nodes, &mut self.gates, self.limits, node)
     }
 
-    fn run(mut self) -> Result<Propnet, NetError> {
+    fn run(mut self, parallel: bool) -> Result<Propnet, NetError> {
         let g = self.g;
         // Bases, sorted by fact so that the layout does not depend on grounding order.
         let mut trues: Vec<AtomId> = (0..g.atoms.len())
@@ -177,67 +166,83 @@ impl<'g> Builder<'g> {
             self.net.opaque.push(g.atoms[a].text.clone());
         }
 
-        self.build_views()?;
+        // Neither the order in which the views are built (their strongly connected
+        // components) nor the outputs' names and their order depend on the gates: on a large
+        // game a second thread finds the components and hands them over in batches, then
+        // finds and sorts the names, while this one builds the gates (chess: a fifth of the
+        // build's time in the components, a third in the 945,440 names, each a copy of its
+        // atom's text or formatted, and their sort).
+        let outputs = if parallel {
+            std::thread::scope(|s| -> Result<Outputs, NetError> {
+                let (tx, rx) = std::sync::mpsc::channel::<Components>();
+                let (heads, trues) = (self.heads, &trues);
+                let helper = std::thread::Builder::new()
+                    .name("components".into())
+                    .spawn_scoped(s, move || {
+                        // The components first, since the gates wait for them. The channel
+                        // is closed only when this thread is done with it or the builder
+                        // stopped on an error, which it then returns itself.
+                        let sent = components(g, heads, |batch| tx.send(batch));
+                        drop(tx);
+                        match sent {
+                            Ok(()) => Outputs::of(g, trues),
+                            Err(_) => Err(NetError::Internal("the builder stopped early".into())),
+                        }
+                    });
+                match helper {
+                    Ok(h) => {
+                        let built = rx.iter().try_for_each(|batch| self.build_components(&batch));
+                        drop(rx);
+                        let outputs = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                        built?;
+                        outputs
+                    }
+                    // No thread could be started: all is done here.
+                    Err(_) => {
+                        self.build_views()?;
+                        Outputs::of(g, trues)
+                    }
+                }
+            })?
+        } else {
+            self.build_views()?;
+            Outputs::of(g, &trues)?
+        };
 
-        // Outputs.
         for (i, &a) in legal_atoms.iter().enumerate() {
             self.net.inputs[i].legal = self.node_of(a);
         }
-        let base_index: FxHashMap<&str, usize> = trues
+        for &(b, a) in &outputs.nexts {
+            self.net.bases[b].next = self.node_of(a);
+        }
+        self.net.goals = outputs
+            .goals
             .iter()
-            .enumerate()
-            .map(|(b, a)| (g.atoms[a.index()].text.as_str(), b))
+            .map(|&(role, value, a)| GoalProp {
+                role,
+                value,
+                node: self.node_of(a),
+            })
             .collect();
-        let mut goals = Vec::new();
-        let mut views = Vec::new();
-        for (i, atom) in g.atoms.iter().enumerate() {
-            let id = AtomId::from_index(i);
-            let name = match atom.kind {
-                AtomKind::True | AtomKind::Does { .. } => continue,
-                AtomKind::Next => {
-                    let Some(&b) = base_index.get(atom.text.as_str()) else {
-                        return Err(NetError::Internal(format!("(next {}) has no base", atom.text)));
-                    };
-                    self.net.bases[b].next = self.node_of(id);
-                    format!("(next {})", atom.text)
-                }
-                AtomKind::Legal { role } => {
-                    format!("(legal {} {})", g.roles[role as usize], atom.text)
-                }
-                AtomKind::Goal { role, value } => {
-                    goals.push(GoalProp {
-                        role: RoleIdx(role),
-                        value,
-                        node: self.node_of(id),
-                    });
-                    atom.text.clone()
-                }
-                AtomKind::Terminal => {
-                    self.net.terminal = self.node_of(id);
-                    atom.text.clone()
-                }
-                AtomKind::View => atom.text.clone(),
-                // Opaque atoms are leaves of the net, not views.
-                AtomKind::Opaque => continue,
-            };
-            views.push((name, self.node_of(id)));
+        self.net.terminal = outputs.terminal.map_or(self.false_node, |a| self.node_of(a));
+        // The views by name, and views of the same name by node, as a sort of the pairs
+        // (name, node) would order them.
+        let mut views: Vec<(String, NodeId)> = outputs
+            .views
+            .into_iter()
+            .map(|(name, a)| (name, self.node_of(a)))
+            .collect();
+        for tie in outputs.ties {
+            views[tie].sort_unstable_by_key(|v| v.1);
         }
-        if !g.atoms.iter().any(|a| a.kind == AtomKind::Terminal) {
-            self.net.terminal = self.false_node;
-        }
-        goals.sort_by_key(|g| (g.role, g.value));
-        self.net.goals = goals;
-        // A stable sort: the views come mostly in order already, which it takes as runs (an
-        // unstable sort took 1.9 times the instructions here on alexChess).
-        views.sort();
         self.net.views = views;
         self.net.verify()?;
         Ok(self.net)
     }
 
     /// The numbers of the rules whose head is `a`.
-    fn rules_of(&self, a: AtomId) -> &[u32] {
-        &self.by_head[self.head_start[a.index()] as usize..self.head_start[a.index() + 1] as usize]
+    fn rules_of(&self, a: AtomId) -> &'g [u32] {
+        self.heads.rules_of(a)
     }
 
     fn node_of(&self, a: AtomId) -> NodeId {
@@ -246,41 +251,18 @@ impl<'g> Builder<'g> {
 
     /// Builds the view atoms in dependency order, one strongly connected component at a time.
     fn build_views(&mut self) -> Result<(), NetError> {
-        let g = self.g;
-        // Opaque atoms are leaves, built before the views like bases.
-        let is_view = |a: AtomId| {
-            !matches!(
-                g.atoms[a.index()].kind,
-                AtomKind::True | AtomKind::Does { .. } | AtomKind::Opaque
-            )
-        };
-        // Edges from a head to the view atoms its bodies read.
-        let heads: Vec<AtomId> = (0..g.atoms.len())
-            .map(AtomId::from_index)
-            .filter(|&a| is_view(a) && !self.rules_of(a).is_empty())
-            .collect();
-        // Appends the view atoms that `a`'s bodies read to `out`, sorted and without repeats.
-        let succ = |a: AtomId, out: &mut Vec<AtomId>| {
-            let start = out.len();
-            out.extend(
-                self.rules_of(a)
-                    .iter()
-                    .flat_map(|&r| g.rules.body(r as usize).iter().map(|l| l.atom()))
-                    .filter(|&b| is_view(b)),
-            );
-            out[start..].sort_unstable();
-            let len = sorted_dedup(&mut out[start..]);
-            out.truncate(start + len);
-        };
-        for scc in tarjan(g.atoms.len(), &heads, succ) {
-            let cyclic = scc.len() > 1 || {
-                let a = scc[0];
-                self.rules_of(a)
-                    .iter()
-                    .any(|&r| g.rules.body(r as usize).iter().any(|l| l.atom() == a))
-            };
+        let (g, heads) = (self.g, self.heads);
+        components(g, heads, |batch| self.build_components(&batch))
+    }
+
+    /// Builds the view atoms of the components of `batch`, in order.
+    fn build_components(&mut self, batch: &Components) -> Result<(), NetError> {
+        let mut start = 0;
+        for (&end, &cyclic) in batch.ends.iter().zip(&batch.cyclic) {
+            let scc = &batch.atoms[start..end as usize];
+            start = end as usize;
             if cyclic {
-                self.build_recursive(&scc)?;
+                self.build_recursive(scc)?;
             } else {
                 let a = scc[0];
                 let node = self.build_atom(a, &|_| None, false)?;
@@ -452,6 +434,196 @@ impl<'g> Builder<'g> {
     }
 }
 
+/// The number of ground atoms from which [`build`] works on two threads: below it, starting
+/// the second costs about what it saves.
+const PARALLEL_ATOMS: usize = 1 << 16;
+
+/// The outputs of the net by atom, before the atoms' nodes are known.
+struct Outputs {
+    /// For each `next` atom, the base whose next value it is.
+    nexts: Vec<(usize, AtomId)>,
+    /// The goal atoms, by role and value (atoms of the same role and value in atom order).
+    goals: Vec<(RoleIdx, u32, AtomId)>,
+    /// The last terminal atom, if any.
+    terminal: Option<AtomId>,
+    /// The view propositions, sorted by name; views of the same name in atom order.
+    views: Vec<(String, AtomId)>,
+    /// The runs of `views` that share a name, to be sorted by node once the nodes are known.
+    ties: Vec<std::ops::Range<usize>>,
+}
+
+impl Outputs {
+    /// The outputs of `g`, whose bases are the `true` atoms `trues` in the net's order.
+    fn of(g: &Grounded, trues: &[AtomId]) -> Result<Outputs, NetError> {
+        let base_index: FxHashMap<&str, usize> = trues
+            .iter()
+            .enumerate()
+            .map(|(b, a)| (g.atoms[a.index()].text.as_str(), b))
+            .collect();
+        let mut out = Outputs {
+            nexts: Vec::new(),
+            goals: Vec::new(),
+            terminal: None,
+            views: Vec::new(),
+            ties: Vec::new(),
+        };
+        for (i, atom) in g.atoms.iter().enumerate() {
+            let id = AtomId::from_index(i);
+            let name = match atom.kind {
+                AtomKind::True | AtomKind::Does { .. } => continue,
+                AtomKind::Next => {
+                    let Some(&b) = base_index.get(atom.text.as_str()) else {
+                        return Err(NetError::Internal(format!("(next {}) has no base", atom.text)));
+                    };
+                    out.nexts.push((b, id));
+                    format!("(next {})", atom.text)
+                }
+                AtomKind::Legal { role } => {
+                    format!("(legal {} {})", g.roles[role as usize], atom.text)
+                }
+                AtomKind::Goal { role, value } => {
+                    out.goals.push((RoleIdx(role), value, id));
+                    atom.text.clone()
+                }
+                AtomKind::Terminal => {
+                    out.terminal = Some(id);
+                    atom.text.clone()
+                }
+                AtomKind::View => atom.text.clone(),
+                // Opaque atoms are leaves of the net, not views.
+                AtomKind::Opaque => continue,
+            };
+            out.views.push((name, id));
+        }
+        out.goals.sort_by_key(|&(role, value, _)| (role, value));
+        // A stable sort: the views come mostly in order already, which it takes as runs (an
+        // unstable sort took 1.9 times the instructions here on alexChess). A sort compares
+        // every two values that end up next to each other (were two such never compared,
+        // the other order of the two would agree with every comparison made), so if it met
+        // no two equal names, there are none.
+        let mut tied = false;
+        out.views.sort_by(|x, y| {
+            let o = x.0.cmp(&y.0);
+            tied |= o.is_eq();
+            o
+        });
+        let mut i = 0;
+        while tied && i < out.views.len() {
+            let mut j = i + 1;
+            while j < out.views.len() && out.views[j].0 == out.views[i].0 {
+                j += 1;
+            }
+            if j - i > 1 {
+                out.ties.push(i..j);
+            }
+            i = j;
+        }
+        Ok(out)
+    }
+}
+
+/// The rules of each head atom `a`: `by_head[start[a]..start[a + 1]]`, one array for all atoms
+/// rather than a vector each (chess has millions of atoms).
+struct Heads {
+    start: Vec<u32>,
+    by_head: Vec<u32>,
+}
+
+impl Heads {
+    /// A counting sort of the rules of `g` by head.
+    fn of(g: &Grounded) -> Heads {
+        let mut start = vec![0u32; g.atoms.len() + 1];
+        for r in &g.rules {
+            start[r.head.index() + 1] += 1;
+        }
+        for a in 0..g.atoms.len() {
+            start[a + 1] += start[a];
+        }
+        let mut fill = start.clone();
+        let mut by_head = vec![0u32; g.rules.len()];
+        for (i, r) in g.rules.iter().enumerate() {
+            let slot = &mut fill[r.head.index()];
+            by_head[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+        Heads { start, by_head }
+    }
+
+    /// The numbers of the rules whose head is `a`.
+    fn rules_of(&self, a: AtomId) -> &[u32] {
+        &self.by_head[self.start[a.index()] as usize..self.start[a.index() + 1] as usize]
+    }
+}
+
+/// Strongly connected components of view atoms in the order they are built, as the builder
+/// receives them: a batch rather than one at a time, since most are a single atom (chess:
+/// about a million).
+#[derive(Default)]
+struct Components {
+    /// The components' atoms, one component after the other, each sorted.
+    atoms: Vec<AtomId>,
+    /// The end of each component in `atoms`.
+    ends: Vec<u32>,
+    /// Whether each component is recursive: more than one atom, or one that reads itself.
+    cyclic: Vec<bool>,
+}
+
+/// The number of components in a batch that [`components`] hands over.
+const BATCH: usize = 1024;
+
+/// Finds the strongly connected components of the view atoms of `g` in dependency order and
+/// hands them to `emit` in batches ([`Components`]), stopping at the first error it returns.
+fn components<E>(
+    g: &Grounded,
+    heads: &Heads,
+    mut emit: impl FnMut(Components) -> Result<(), E>,
+) -> Result<(), E> {
+    // Opaque atoms are leaves, built before the views like bases.
+    let is_view = |a: AtomId| {
+        !matches!(
+            g.atoms[a.index()].kind,
+            AtomKind::True | AtomKind::Does { .. } | AtomKind::Opaque
+        )
+    };
+    // Edges from a head to the view atoms its bodies read.
+    let roots: Vec<AtomId> = (0..g.atoms.len())
+        .map(AtomId::from_index)
+        .filter(|&a| is_view(a) && !heads.rules_of(a).is_empty())
+        .collect();
+    // Appends the view atoms that `a`'s bodies read to `out`, sorted and without repeats.
+    let succ = |a: AtomId, out: &mut Vec<AtomId>| {
+        let start = out.len();
+        out.extend(
+            heads
+                .rules_of(a)
+                .iter()
+                .flat_map(|&r| g.rules.body(r as usize).iter().map(|l| l.atom()))
+                .filter(|&b| is_view(b)),
+        );
+        out[start..].sort_unstable();
+        let len = sorted_dedup(&mut out[start..]);
+        out.truncate(start + len);
+    };
+    let mut batch = Components::default();
+    tarjan(g.atoms.len(), &roots, succ, |scc| {
+        let cyclic = scc.len() > 1 || {
+            let a = scc[0];
+            heads
+                .rules_of(a)
+                .iter()
+                .any(|&r| g.rules.body(r as usize).iter().any(|l| l.atom() == a))
+        };
+        batch.atoms.extend_from_slice(scc);
+        batch.ends.push(batch.atoms.len() as u32);
+        batch.cyclic.push(cyclic);
+        if batch.ends.len() >= BATCH {
+            emit(std::mem::take(&mut batch))?;
+        }
+        Ok(())
+    })?;
+    emit(batch)
+}
+
 /// How many ands and ors the builder writes at most outside unrolled components: one and per
 /// rule of two literals or more and one or per atom of two rules or more. The table of gates
 /// is sized for that many at once: growing it rehashes every gate, each a read of its operands
@@ -554,16 +726,22 @@ fn hash_of(kind: u8, ops: &[NodeId]) -> u64 {
     h.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// Strongly connected components of the graph on `roots` and what they reach, each component
-/// after every component it has an edge to (dependencies first). Iterative, so deep recursion
+/// Hands each strongly connected component of the graph on `roots` and what they reach to
+/// `emit`, its atoms sorted, after every component it has an edge to (dependencies first),
+/// and stops at the first error `emit` returns. Iterative, so deep recursion
 /// in a game cannot overflow the stack.
-fn tarjan(n: usize, roots: &[AtomId], succ: impl Fn(AtomId, &mut Vec<AtomId>)) -> Vec<Vec<AtomId>> {
+fn tarjan<E>(
+    n: usize,
+    roots: &[AtomId],
+    succ: impl Fn(AtomId, &mut Vec<AtomId>),
+    mut emit: impl FnMut(&[AtomId]) -> Result<(), E>,
+) -> Result<(), E> {
     const UNVISITED: u32 = u32::MAX;
     let mut index = vec![UNVISITED; n];
     let mut low = vec![0u32; n];
     let mut on_stack = vec![false; n];
     let mut stack: Vec<AtomId> = Vec::new();
-    let mut sccs = Vec::new();
+    let mut scc = Vec::new();
     let mut counter = 0u32;
     // Each frame: the atom, and the position of its next successor to visit and the end of
     // its successors in `successors`. The frames' successors lie in one array, in the order
@@ -610,7 +788,7 @@ fn tarjan(n: usize, roots: &[AtomId], succ: impl Fn(AtomId, &mut Vec<AtomId>)) -
                 low[p.index()] = low[p.index()].min(low[v.index()]);
             }
             if low[v.index()] == index[v.index()] {
-                let mut scc = Vec::new();
+                scc.clear();
                 loop {
                     let w = stack.pop().expect("the component's root is on the stack");
                     on_stack[w.index()] = false;
@@ -620,9 +798,9 @@ fn tarjan(n: usize, roots: &[AtomId], succ: impl Fn(AtomId, &mut Vec<AtomId>)) -
                     }
                 }
                 scc.sort_unstable();
-                sccs.push(scc);
+                emit(&scc)?;
             }
         }
     }
-    sccs
+    Ok(())
 }

@@ -9,6 +9,111 @@ use std::ops::Range;
 /// terminal, goal, next and view entries in turn, so that a gate comes right after the
 /// operands it needs and each entry's gates lie mostly in one run.
 pub fn order(net: &Propnet) -> Program {
+    order_with(net, net.views.len() >= PARALLEL_VIEWS)
+}
+
+/// Orders `net` into a program, on two threads if `parallel` is set: the same program either
+/// way.
+pub(super) fn order_with(net: &Propnet, parallel: bool) -> Program {
+    // The layout, mostly the names of the views (chess: 945,440, each copied), does not depend
+    // on the gates: on a large net it is made on a second thread while this one orders them.
+    let (emitted, (layout, init)) = if parallel {
+        std::thread::scope(|s| {
+            let helper = std::thread::Builder::new()
+                .name("layout".into())
+                .spawn_scoped(s, || layout_of(net));
+            let emitted = emit_gates(net);
+            let layout = match helper {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                // No thread could be started: the layout is made here.
+                Err(_) => layout_of(net),
+            };
+            (emitted, layout)
+        })
+    } else {
+        (emit_gates(net), layout_of(net))
+    };
+    let Emitted {
+        gates,
+        operands,
+        legal,
+        goals,
+        terminal,
+        next,
+        views,
+        demand,
+        loops,
+    } = emitted;
+    let mut program = Program {
+        layout,
+        gates,
+        operands,
+        init,
+        legal,
+        goals,
+        terminal,
+        next,
+        views,
+        entry_gates: Default::default(),
+        opaque: OpaqueSlots {
+            names: net.opaque.clone(),
+            demand,
+            demand_gates: Vec::new(),
+        },
+        loops: Loops {
+            slots: net.feedback.len() as u32,
+            loops,
+            entry_loops: Default::default(),
+        },
+    };
+    program.compute_entry_gates();
+    program
+}
+
+/// The number of views from which [`order`] makes the layout on a second thread.
+const PARALLEL_VIEWS: usize = 1 << 16;
+
+/// The gates of a program and the literals of its outputs, before its layout.
+struct Emitted {
+    gates: Vec<Gate>,
+    operands: Vec<Lit>,
+    legal: Vec<Lit>,
+    goals: Vec<Lit>,
+    terminal: Lit,
+    next: Vec<Lit>,
+    views: Vec<Lit>,
+    demand: Vec<Lit>,
+    loops: Vec<Loop>,
+}
+
+/// The layout of the program of `net` and its initial state.
+fn layout_of(net: &Propnet) -> (Layout, Vec<u64>) {
+    let mut role_inputs: Vec<Range<u32>> = vec![0..0; net.roles.len()];
+    for (r, range) in role_inputs.iter_mut().enumerate() {
+        let start = net.inputs.partition_point(|i| i.role.index() < r) as u32;
+        let end = net.inputs.partition_point(|i| i.role.index() <= r) as u32;
+        *range = start..end;
+    }
+    let mut init = vec![0u64; Layout::words(net.bases.len())];
+    for (b, base) in net.bases.iter().enumerate() {
+        if base.init {
+            init[b / 64] |= 1 << (b % 64);
+        }
+    }
+    let layout = Layout {
+        roles: net.roles.clone(),
+        bases: net.bases.iter().map(|b| b.name.clone()).collect(),
+        constant_facts: net.constant_facts.clone(),
+        inputs: net.inputs.iter().map(|i| (i.role, i.name.clone())).collect(),
+        role_inputs,
+        goals: net.goals.iter().map(|g| (g.role, g.value)).collect(),
+        views: net.views.iter().map(|(name, _)| name.clone()).collect(),
+    };
+    (layout, init)
+}
+
+/// The gates of `net` in the order of [`order`], and its outputs' literals.
+fn emit_gates(net: &Propnet) -> Emitted {
     let first_opaque_slot = 2 + net.bases.len() as u32 + net.inputs.len() as u32;
     let first_feedback_slot = first_opaque_slot + net.opaque.len() as u32;
     let first_gate_slot = first_feedback_slot + net.feedback.len() as u32;
@@ -179,51 +284,17 @@ pub fn order(net: &Propnet) -> Program {
         emit(Step::Loop(l as u32), &mut lits);
     }
 
-    let mut role_inputs: Vec<Range<u32>> = vec![0..0; net.roles.len()];
-    for (r, range) in role_inputs.iter_mut().enumerate() {
-        let start = net.inputs.partition_point(|i| i.role.index() < r) as u32;
-        let end = net.inputs.partition_point(|i| i.role.index() <= r) as u32;
-        *range = start..end;
-    }
-    let mut init = vec![0u64; Layout::words(net.bases.len())];
-    for (b, base) in net.bases.iter().enumerate() {
-        if base.init {
-            init[b / 64] |= 1 << (b % 64);
-        }
-    }
-    let layout = Layout {
-        roles: net.roles.clone(),
-        bases: net.bases.iter().map(|b| b.name.clone()).collect(),
-        constant_facts: net.constant_facts.clone(),
-        inputs: net.inputs.iter().map(|i| (i.role, i.name.clone())).collect(),
-        role_inputs,
-        goals: net.goals.iter().map(|g| (g.role, g.value)).collect(),
-        views: net.views.iter().map(|(name, _)| name.clone()).collect(),
-    };
-    let mut program = Program {
-        layout,
+    Emitted {
         gates,
         operands,
-        init,
         legal,
         goals,
         terminal,
         next,
         views,
-        entry_gates: Default::default(),
-        opaque: OpaqueSlots {
-            names: net.opaque.clone(),
-            demand,
-            demand_gates: Vec::new(),
-        },
-        loops: Loops {
-            slots: net.feedback.len() as u32,
-            loops,
-            entry_loops: Default::default(),
-        },
-    };
-    program.compute_entry_gates();
-    program
+        demand,
+        loops,
+    }
 }
 
 /// A step of the depth-first emission.

@@ -723,3 +723,77 @@ fn assert_merged(net: &Propnet) {
         }
     }
 }
+
+/// The builder and the ordering make the same net and program on two threads as on one, and
+/// the builder stops with the same error when the gates it builds hit the node limit while
+/// the second thread still hands it components.
+#[test]
+fn two_threads_build_and_order_what_one_does() {
+    // Two views of one name: no grounder writes them, but the builder orders them as a sort of
+    // the pairs (name, node) would, on one thread or two. The second is `p`'s base node,
+    // before the first's gate.
+    let mut tied = toy();
+    tied.atoms.push(atom(AtomKind::View, "r")); // 11
+    let (head, body) = rule(11, &[lit(0, false)]);
+    tied.rules.push(head, &body);
+    let mut games = vec![("toy".to_string(), toy()), ("tied".to_string(), tied)];
+    for game in ["breakthrough", "connectfour", "tictactoe"] {
+        let path = format!("{}/games/{game}.kif", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("a shipped game");
+        let desc = crate::gdl::parse(&text).expect("parses");
+        let g = crate::ground::ground(&desc, &Default::default()).expect("grounds");
+        games.push((game.to_string(), g));
+    }
+    for (name, g) in &games {
+        for recursion in [Recursion::Loop, Recursion::Unroll] {
+            let limits = NetLimits {
+                recursion,
+                ..NetLimits::default()
+            };
+            let one = build::build_with(g, &limits, false).expect("builds");
+            let two = build::build_with(g, &limits, true).expect("builds");
+            assert_eq!(format!("{one:?}"), format!("{two:?}"), "{name}, {recursion:?}");
+            let mut sorted = one.views.clone();
+            sorted.sort();
+            assert_eq!(
+                one.views, sorted,
+                "{name}: the views are sorted by name, then node"
+            );
+            assert_eq!(
+                order::order_with(&one, false),
+                order::order_with(&one, true),
+                "{name}, {recursion:?}"
+            );
+        }
+    }
+    let built = build::build_with(&games[1].1, &NetLimits::default(), true).expect("builds");
+    let nodes: Vec<NodeId> = built
+        .views
+        .iter()
+        .filter(|(n, _)| n == "r")
+        .map(|v| v.1)
+        .collect();
+    assert!(nodes.len() == 2 && nodes[0] < nodes[1], "{nodes:?}");
+
+    let breakthrough = &games[2].1;
+    let full = build::build_with(breakthrough, &NetLimits::default(), false).expect("builds");
+    let limits = NetLimits {
+        max_nodes: full.nodes.len() / 2,
+        ..NetLimits::default()
+    };
+    for parallel in [false, true] {
+        match build::build_with(breakthrough, &limits, parallel) {
+            Err(NetError::Limit { limit, .. }) => assert_eq!(limit, "max_nodes"),
+            other => panic!("expected a limit error, got {other:?}"),
+        }
+    }
+    let mut cyclic = toy();
+    let (head, body) = rule(7, &[lit(6, true)]);
+    cyclic.rules.push(head, &body);
+    for parallel in [false, true] {
+        match build::build_with(&cyclic, &NetLimits::default(), parallel) {
+            Err(NetError::Cycle { propositions, .. }) => assert!(propositions.contains(&"r".to_string())),
+            other => panic!("expected a cycle error, got {other:?}"),
+        }
+    }
+}
