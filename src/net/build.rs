@@ -49,8 +49,70 @@ pub fn build(g: &Grounded, limits: &NetLimits) -> Result<Propnet, NetError> {
 /// Builds the unoptimized propnet of `g`, on two threads if `parallel` is set: the same net
 /// either way.
 pub(super) fn build_with(g: &Grounded, limits: &NetLimits, parallel: bool) -> Result<Propnet, NetError> {
+    if parallel {
+        if let Some(built) = build_on_two_threads(g, limits) {
+            return built;
+        }
+    }
     let heads = Heads::of(g);
-    Builder::new(g, &heads, limits).run(parallel)
+    let mut b = Builder::new(g, &heads, limits);
+    let leaves = b.leaves()?;
+    b.build_views()?;
+    let mut outputs = Outputs::of(g);
+    outputs.sort();
+    b.finish(leaves, outputs)
+}
+
+/// Builds the net of `g` on two threads, or returns `None` if no second thread can be started.
+///
+/// Neither the order in which the views are built (their strongly connected components) nor
+/// the outputs' names and their order depend on the gates. The second thread writes the names
+/// while this one sorts the rules by head and makes the leaves, then finds the components and
+/// hands them over in batches while this one builds their gates, then sorts the names. Chess
+/// on one thread (`doc/propnet.md`, `build17`): the rules by head 43 ms, the leaves 13, the
+/// components 145, the gates 418, the 945,440 names (each a copy of its atom's text or
+/// formatted) 82 and their sort 265; the check of the net 20.
+fn build_on_two_threads(g: &Grounded, limits: &NetLimits) -> Option<Result<Propnet, NetError>> {
+    let heads = std::sync::OnceLock::new();
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel::<Components>();
+        // The rules by head, handed over once this thread has sorted them. Were this thread
+        // to panic first, the channel would close and the other thread stop.
+        let (heads_tx, heads_rx) = std::sync::mpsc::sync_channel::<&Heads>(1);
+        let helper = std::thread::Builder::new()
+            .name("components".into())
+            .spawn_scoped(s, move || {
+                let mut outputs = Outputs::of(g);
+                // The channel of components closes when this thread is done with it or the
+                // builder stopped on an error, which it then returns itself.
+                let stopped = || NetError::Internal("the builder stopped early".into());
+                let heads = heads_rx.recv().map_err(|_| stopped())?;
+                let sent = components(g, heads, |batch| tx.send(batch));
+                drop(tx);
+                sent.map_err(|_| stopped())?;
+                outputs.sort();
+                Ok(outputs)
+            })
+            .ok()?;
+        let heads = heads.get_or_init(|| Heads::of(g));
+        // The other thread waits for nothing else and the channel holds one: this cannot block.
+        let _ = heads_tx.send(heads);
+        let mut b = Builder::new(g, heads, limits);
+        let built = b.leaves().and_then(|leaves| {
+            rx.iter().try_for_each(|batch| b.build_components(&batch))?;
+            Ok(leaves)
+        });
+        drop(rx);
+        let outputs = helper.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        Some(built.and_then(|leaves| b.finish(leaves, outputs?)))
+    })
+}
+
+/// What [`Builder::leaves`] leaves for [`Builder::finish`]: the bases' atoms in the net's
+/// order and the legal atom of each input.
+struct Leaves {
+    trues: Vec<AtomId>,
+    legal_atoms: Vec<AtomId>,
 }
 
 struct Builder<'g> {
@@ -102,7 +164,8 @@ impl<'g> Builder<'g> {
         push(&mut self.net.nodes, &mut self.gates, self.limits, node)
     }
 
-    fn run(mut self, parallel: bool) -> Result<Propnet, NetError> {
+    /// The leaves of the net: bases, inputs and opaque atoms.
+    fn leaves(&mut self) -> Result<Leaves, NetError> {
         let g = self.g;
         // Bases, sorted by fact so that the layout does not depend on grounding order.
         let mut trues: Vec<AtomId> = (0..g.atoms.len())
@@ -165,55 +228,28 @@ impl<'g> Builder<'g> {
             self.atom_node[a] = Some(node);
             self.net.opaque.push(g.atoms[a].text.clone());
         }
+        Ok(Leaves { trues, legal_atoms })
+    }
 
-        // Neither the order in which the views are built (their strongly connected
-        // components) nor the outputs' names and their order depend on the gates: on a large
-        // game a second thread finds the components and hands them over in batches, then
-        // finds and sorts the names, while this one builds the gates (chess: a fifth of the
-        // build's time in the components, a third in the 945,440 names, each a copy of its
-        // atom's text or formatted, and their sort).
-        let outputs = if parallel {
-            std::thread::scope(|s| -> Result<Outputs, NetError> {
-                let (tx, rx) = std::sync::mpsc::channel::<Components>();
-                let (heads, trues) = (self.heads, &trues);
-                let helper = std::thread::Builder::new()
-                    .name("components".into())
-                    .spawn_scoped(s, move || {
-                        // The components first, since the gates wait for them. The channel
-                        // is closed only when this thread is done with it or the builder
-                        // stopped on an error, which it then returns itself.
-                        let sent = components(g, heads, |batch| tx.send(batch));
-                        drop(tx);
-                        match sent {
-                            Ok(()) => Outputs::of(g, trues),
-                            Err(_) => Err(NetError::Internal("the builder stopped early".into())),
-                        }
-                    });
-                match helper {
-                    Ok(h) => {
-                        let built = rx.iter().try_for_each(|batch| self.build_components(&batch));
-                        drop(rx);
-                        let outputs = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                        built?;
-                        outputs
-                    }
-                    // No thread could be started: all is done here.
-                    Err(_) => {
-                        self.build_views()?;
-                        Outputs::of(g, trues)
-                    }
-                }
-            })?
-        } else {
-            self.build_views()?;
-            Outputs::of(g, &trues)?
-        };
-
+    /// Points the outputs at the nodes of their atoms, once every view is built, and checks
+    /// the net.
+    fn finish(mut self, leaves: Leaves, outputs: Outputs) -> Result<Propnet, NetError> {
+        let g = self.g;
+        let Leaves { trues, legal_atoms } = leaves;
+        let base_index: FxHashMap<&str, usize> = trues
+            .iter()
+            .enumerate()
+            .map(|(b, a)| (g.atoms[a.index()].text.as_str(), b))
+            .collect();
+        for &a in &outputs.nexts {
+            let text = &g.atoms[a.index()].text;
+            let Some(&b) = base_index.get(text.as_str()) else {
+                return Err(NetError::Internal(format!("(next {text}) has no base")));
+            };
+            self.net.bases[b].next = self.node_of(a);
+        }
         for (i, &a) in legal_atoms.iter().enumerate() {
             self.net.inputs[i].legal = self.node_of(a);
-        }
-        for &(b, a) in &outputs.nexts {
-            self.net.bases[b].next = self.node_of(a);
         }
         self.net.goals = outputs
             .goals
@@ -440,26 +476,22 @@ const PARALLEL_ATOMS: usize = 1 << 16;
 
 /// The outputs of the net by atom, before the atoms' nodes are known.
 struct Outputs {
-    /// For each `next` atom, the base whose next value it is.
-    nexts: Vec<(usize, AtomId)>,
+    /// The `next` atoms.
+    nexts: Vec<AtomId>,
     /// The goal atoms, by role and value (atoms of the same role and value in atom order).
     goals: Vec<(RoleIdx, u32, AtomId)>,
     /// The last terminal atom, if any.
     terminal: Option<AtomId>,
-    /// The view propositions, sorted by name; views of the same name in atom order.
+    /// The view propositions in atom order, then ([`Outputs::sort`]) by name, views of the same
+    /// name in atom order.
     views: Vec<(String, AtomId)>,
     /// The runs of `views` that share a name, to be sorted by node once the nodes are known.
     ties: Vec<std::ops::Range<usize>>,
 }
 
 impl Outputs {
-    /// The outputs of `g`, whose bases are the `true` atoms `trues` in the net's order.
-    fn of(g: &Grounded, trues: &[AtomId]) -> Result<Outputs, NetError> {
-        let base_index: FxHashMap<&str, usize> = trues
-            .iter()
-            .enumerate()
-            .map(|(b, a)| (g.atoms[a.index()].text.as_str(), b))
-            .collect();
+    /// The outputs of `g`, in atom order.
+    fn of(g: &Grounded) -> Outputs {
         let mut out = Outputs {
             nexts: Vec::new(),
             goals: Vec::new(),
@@ -472,10 +504,7 @@ impl Outputs {
             let name = match atom.kind {
                 AtomKind::True | AtomKind::Does { .. } => continue,
                 AtomKind::Next => {
-                    let Some(&b) = base_index.get(atom.text.as_str()) else {
-                        return Err(NetError::Internal(format!("(next {}) has no base", atom.text)));
-                    };
-                    out.nexts.push((b, id));
+                    out.nexts.push(id);
                     format!("(next {})", atom.text)
                 }
                 AtomKind::Legal { role } => {
@@ -495,6 +524,12 @@ impl Outputs {
             };
             out.views.push((name, id));
         }
+        out
+    }
+
+    /// Sorts the goals by role and value and the views by name.
+    fn sort(&mut self) {
+        let out = self;
         out.goals.sort_by_key(|&(role, value, _)| (role, value));
         // A stable sort: the views come mostly in order already, which it takes as runs (an
         // unstable sort took 1.9 times the instructions here on alexChess). A sort compares
@@ -518,7 +553,6 @@ impl Outputs {
             }
             i = j;
         }
-        Ok(out)
     }
 }
 
