@@ -56,7 +56,7 @@ pub struct Timings {
     pub build: Duration,
     /// All optimization passes.
     pub optimize: Duration,
-    /// Ordering into a program.
+    /// Ordering into a program, and checking the optimized net (on a large net, beside it).
     pub order: Duration,
 }
 
@@ -119,6 +119,9 @@ pub enum CompileError {
     Invalid(String),
 }
 
+/// The number of nodes of the optimized net from which it is checked on a second thread.
+const PARALLEL_NODES: usize = 1 << 16;
+
 /// Compiles `desc`.
 pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, CompileError> {
     let mut timings = Timings::default();
@@ -161,11 +164,31 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
         (built, Vec::new())
     };
     net::add_demand(&mut net);
-    net.verify()?;
     timings.optimize = start.elapsed();
 
+    // A large optimized net is checked on a second thread while this one orders it (chess: a
+    // sweep over 3.8 million operands). An invalid net is a bug that ordering may meet as a
+    // panic; the check's error is reported first all the same.
     let start = Instant::now();
-    let program = net::order(&net);
+    let program = if net.nodes.len() >= PARALLEL_NODES {
+        let (verified, ordered) = std::thread::scope(|s| {
+            let check = std::thread::Builder::new()
+                .name("verify".into())
+                .spawn_scoped(s, || net.verify());
+            let ordered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| net::order(&net)));
+            let verified = match check {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                // No thread could be started: the net is checked here.
+                Err(_) => net.verify(),
+            };
+            (verified, ordered)
+        });
+        verified?;
+        ordered.unwrap_or_else(|p| std::panic::resume_unwind(p))
+    } else {
+        net.verify()?;
+        net::order(&net)
+    };
     program
         .validate()
         .map_err(|e| CompileError::Invalid(e.to_string()))?;
