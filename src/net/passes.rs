@@ -488,6 +488,9 @@ fn run_with(
                 .filter(|_| first.is_some())
                 .map(|nodes| Snapshot::with_nodes(&net, nodes));
             let Some(first) = first else {
+                if all_live {
+                    return net;
+                }
                 return dead_nodes(net, &mut |n| before_rewrite(n, made.take()));
             };
             before_rewrite(&net, made);
@@ -506,7 +509,20 @@ fn run_with(
             // the largest games (racer4: 642,000 components became 1.9 million, 668,000 of
             // them live), which made the size reported after this pass meaningless and every
             // later pass of the round slower.
-            return dead_nodes(rewriter.run(net), &mut |_| {});
+            // When every node of `net` was needed, the pass knows which ones it left with no
+            // reader (`Rewriter::killed`), and the sweep that would look for them is left out.
+            let (out, killed) = rewriter.run_killing(net);
+            return match killed {
+                Some(killed) if all_live => {
+                    let mut live = vec![true; out.nodes.len()];
+                    for k in killed {
+                        live[k.index()] = false;
+                    }
+                    debug_assert!(live == live_nodes(&out), "the factor pass killed other nodes");
+                    dead_nodes_of(out, live, &mut |_| {})
+                }
+                _ => dead_nodes(out, &mut |_| {}),
+            };
         }
         // Most rounds find no or to rewrite; then the pass is the net as it was, without the
         // cost of rebuilding it.
@@ -559,6 +575,14 @@ pub(super) fn factor_every_or(net: Propnet) -> Propnet {
         ..Flags::default()
     };
     without_gone_views(dead_nodes(Rewriter::new(&net, flags).run(net), &mut |_| {}))
+}
+
+/// The factor pass told that every node of `net` is needed, as the pipeline tells it after a
+/// pass that leaves only those: it then removes the ands it took without looking for dead
+/// nodes.
+#[cfg(test)]
+pub(super) fn factor_all_live(net: Propnet) -> Propnet {
+    without_gone_views(run_with(net, Pass::Factor, false, true, &mut |_, _| {}))
 }
 
 /// The exclusive-inputs pass rewriting from the first node on, without its scan's answer
@@ -693,6 +717,10 @@ struct Rewriter {
     keep_before: Option<usize>,
     /// The readers of each old node ([`readers`]), when the caller has counted them.
     fanout: Option<Vec<u32>>,
+    /// The ands that factoring took into a group, which lost their one reader, the or; `None`
+    /// once a group took an and of one operand (or none), after which other nodes may have
+    /// lost their readers too (a group with an empty residual drops the other ands' operands).
+    killed: Option<Vec<NodeId>>,
 }
 
 impl Rewriter {
@@ -721,6 +749,7 @@ impl Rewriter {
             factored: false,
             keep_before: None,
             fanout: None,
+            killed: Some(Vec::new()),
         }
     }
 
@@ -865,6 +894,14 @@ impl Rewriter {
                 let mut took = vec![false; ops.len()];
                 for (&k, &used) in taken.iter().zip(bodies.used()) {
                     took[k] = used;
+                    if used {
+                        let one = matches!(&self.nodes[ops[k].index()], Node::And(x) if x.len() <= 1);
+                        match &mut self.killed {
+                            Some(_) if one => self.killed = None,
+                            Some(killed) => killed.push(ops[k]),
+                            None => {}
+                        }
+                    }
                 }
                 out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
                 if out.len() == 1 {
@@ -912,7 +949,13 @@ impl Rewriter {
         out
     }
 
-    fn run(mut self, mut old: Propnet) -> Propnet {
+    fn run(self, old: Propnet) -> Propnet {
+        self.run_killing(old).0
+    }
+
+    /// [`Rewriter::run`], with the nodes of the new net that the pass left without the reader
+    /// they had in `old` ([`Rewriter::killed`]), if it knows them all.
+    fn run_killing(mut self, mut old: Propnet) -> (Propnet, Option<Vec<NodeId>>) {
         let fanout = match self.fanout.take() {
             Some(fanout) => fanout,
             None => readers(&old),
@@ -998,7 +1041,7 @@ impl Rewriter {
             self.map.push(id);
         }
         let map = self.map;
-        remap(old, self.nodes, |id| Some(map[id.index()]))
+        (remap(old, self.nodes, |id| Some(map[id.index()])), self.killed)
     }
 
     /// Makes `nodes[..from]` the start of the new arena, each node written as it was, and
@@ -1216,8 +1259,13 @@ pub(super) fn live_nodes(net: &Propnet) -> Vec<bool> {
 }
 
 /// Keeps only the nodes some output reads, directly or not.
-fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
+fn dead_nodes(net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let live = live_nodes(&net);
+    dead_nodes_of(net, live, before_rewrite)
+}
+
+/// Keeps only the nodes `live` marks, which are those some output reads ([`live_nodes`]).
+fn dead_nodes_of(mut net: Propnet, live: Vec<bool>, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let Some(first_dead) = live.iter().position(|&l| !l) else {
         return net;
     };
