@@ -656,9 +656,16 @@ fn first_exclusive(net: &Propnet) -> Option<usize> {
     for i in &net.inputs {
         role_size[i.role.0 as usize] += 1;
     }
+    let fewest = fewest_inputs(&role_size);
     let mut present = vec![0usize; net.roles.len()];
     net.nodes.iter().position(|node| {
         let Node::Or(ops) = node else { return false };
+        // An or of fewer operands than that cannot read more than half of a role's inputs
+        // (chess: every or but a few), and its operands need not be looked up, each a
+        // node read at random.
+        if ops.len() * 2 <= fewest.saturating_add(1) {
+            return false;
+        }
         present.fill(0);
         for op in ops {
             if let Node::Input(i) = net.nodes[op.index()] {
@@ -667,6 +674,18 @@ fn first_exclusive(net: &Propnet) -> Option<usize> {
         }
         present.iter().zip(&role_size).any(|(&p, &all)| p * 2 > all + 1)
     })
+}
+
+/// The fewest inputs a role has, among the roles that have any (`sizes` gives each role's
+/// count): an or of at most half as many operands reads at most half of every role's inputs.
+/// `usize::MAX` when no role has an input.
+fn fewest_inputs(sizes: &[usize]) -> usize {
+    sizes
+        .iter()
+        .copied()
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(usize::MAX)
 }
 
 #[derive(Copy, Clone, Default)]
@@ -695,6 +714,8 @@ struct Rewriter {
     /// The role of each input, and each role's inputs.
     input_role: Vec<u32>,
     role_inputs: Vec<Vec<u32>>,
+    /// The fewest inputs of a role that has any ([`fewest_inputs`]).
+    fewest_inputs: usize,
     /// How many readers (gates of the old net, and outputs) each new node has gained so far.
     /// Factoring rewrites an and only when the or being factored is its one reader, so the
     /// and dies and the net does not grow.
@@ -739,6 +760,7 @@ impl Rewriter {
             gates: Interner::with_capacity(if flags.merge { old.nodes.len() } else { 0 }),
             map: Vec::with_capacity(old.nodes.len()),
             replace: FxHashMap::default(),
+            fewest_inputs: fewest_inputs(&role_inputs.iter().map(Vec::len).collect::<Vec<_>>()),
             input_role,
             role_inputs,
             uses: Vec::with_capacity(old.nodes.len()),
@@ -919,6 +941,10 @@ impl Rewriter {
     /// Replaces the inputs of one role among `ops` by the negated or of that role's other
     /// inputs, where that is fewer operands.
     fn exclusive_inputs(&mut self, ops: Vec<NodeId>) -> Vec<NodeId> {
+        if ops.len() * 2 <= self.fewest_inputs.saturating_add(1) {
+            // Too few operands to read more than half of any role's inputs.
+            return ops;
+        }
         let mut by_role: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
         for &op in &ops {
             if let Node::Input(i) = self.nodes[op.index()] {
