@@ -135,10 +135,13 @@ pub fn optimize_built(net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport
 fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<PassReport>) {
     let mut reports = Vec::new();
     // A pass changed the net when it changed a count; the depth is not computed.
-    let mut stats = NetStats::counts(&net);
+    let mut stats = counts(&net);
     // How many pass runs have changed the net, and that number when each pass last left the
     // net at a fixpoint of its own.
     let mut changes = 0u32;
+    // Whether every node of the net is read by some output, as a pass that writes only those
+    // left it; then polarity need not look for the others.
+    let mut all_live = false;
     let mut fixpoint_at: Vec<(Pass, u32)> = if merged {
         vec![(Pass::Merge, 0)]
     } else {
@@ -163,18 +166,27 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
             // its statistics are those it had.
             let mut rewrote = false;
             let copy = round > 1 && start_of_round.is_none();
-            net = run_with(net, pass, copy, &mut |n: &Propnet, made: Option<Snapshot>| {
-                rewrote = true;
-                if copy {
-                    start_of_round = Some(made.unwrap_or_else(|| Snapshot::of(n)));
-                }
-            });
+            net = run_with(
+                net,
+                pass,
+                copy,
+                all_live,
+                &mut |n: &Propnet, made: Option<Snapshot>| {
+                    rewrote = true;
+                    if copy {
+                        start_of_round = Some(made.unwrap_or_else(|| Snapshot::of(n)));
+                    }
+                },
+            );
+            // The dead-node pass, factor (which ends with it) and polarity leave only nodes
+            // that some output reads; any other pass that rewrote the net may have left others.
+            if matches!(pass, Pass::DeadNodes | Pass::Factor | Pass::Polarity) {
+                all_live = true;
+            } else if rewrote {
+                all_live = false;
+            }
             let time = start.elapsed();
-            let after = if rewrote {
-                NetStats::counts(&net)
-            } else {
-                stats.clone()
-            };
+            let after = if rewrote { counts(&net) } else { stats.clone() };
             let changed = after != stats;
             let kept: Vec<Pass> = pass
                 .preserves()
@@ -204,20 +216,57 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
         }
         if let Some(kept) = start_of_round {
             if stats.components() > stats_of_round.components() {
-                net = kept.restore();
+                net = kept.restore(net);
                 break;
             }
         }
     }
+    net.views.retain(|&(_, id)| id != GONE_VIEW);
     (net, reports)
 }
 
+/// The node of a view that the passes have removed. Within [`optimize`] such a view keeps its
+/// place in [`Propnet::views`], which the passes never reorder, so that the list keeps its
+/// length and a round's copy ([`Snapshot`]) need not copy the views' names: chess has 945,440
+/// of them, and cloning and freeing them took a tenth of its optimize phase (rounds 2 to 4).
+/// They are dropped once, when the passes end.
+pub(super) const GONE_VIEW: NodeId = NodeId(u32::MAX);
+
+/// [`NetStats::counts`] of `net`, counting only the views the passes have not removed
+/// ([`GONE_VIEW`]). On a large net the views are counted on a second thread meanwhile.
+fn counts(net: &Propnet) -> NetStats {
+    let live_views = |net: &Propnet| net.views.iter().filter(|&&(_, id)| id != GONE_VIEW).count();
+    let (mut stats, views) = if net.views.len() < COUNT_BESIDE {
+        (NetStats::counts(net), live_views(net))
+    } else {
+        std::thread::scope(|s| {
+            let views = s.spawn(|| live_views(net));
+            let stats = NetStats::counts(net);
+            // A panic of the helper is a bug of this function; it is passed on.
+            (
+                stats,
+                views.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+            )
+        })
+    };
+    stats.views = views;
+    stats
+}
+
+/// Below this many views, [`counts`] counts them on its own thread: starting a second costs
+/// more than that.
+const COUNT_BESIDE: usize = 1 << 16;
+
 /// A copy of a net, kept in case a round must be undone. The gates' operands are in one
 /// vector: a copy with one small vector per gate cost half a million allocations on
-/// alexChess, for a copy that is nearly always dropped unused.
+/// alexChess, for a copy that is nearly always dropped unused. The views' names are not
+/// copied: the passes keep every view in its place ([`GONE_VIEW`]), so the net the round
+/// ends with has the same names in the same order.
 struct Snapshot {
-    /// The net without its nodes.
+    /// The net without its nodes and views.
     rest: Propnet,
+    /// The node of each view.
+    view_ids: Vec<NodeId>,
     /// The nodes, each and and or without its operands.
     shells: Vec<Node>,
     /// The operands of the ands and ors, in the order of the nodes.
@@ -258,7 +307,7 @@ impl Snapshot {
             inputs: inputs.clone(),
             goals: goals.clone(),
             terminal: *terminal,
-            views: views.clone(),
+            views: Vec::new(),
             opaque: opaque.clone(),
             demand: demand.clone(),
             feedback: feedback.clone(),
@@ -266,20 +315,34 @@ impl Snapshot {
         };
         Snapshot {
             rest,
+            view_ids: views.iter().map(|&(_, id)| id).collect(),
             shells,
             ops,
             lens,
         }
     }
 
-    /// The net as it was copied.
-    fn restore(self) -> Propnet {
+    /// The net as it was copied, with the views' names taken from `now`, the net it became,
+    /// whose views are those of the copy, in the same order ([`GONE_VIEW`]).
+    fn restore(self, now: Propnet) -> Propnet {
         let Snapshot {
             mut rest,
+            view_ids,
             mut shells,
             ops,
             lens,
         } = self;
+        assert_eq!(
+            now.views.len(),
+            view_ids.len(),
+            "the passes keep every view in its place"
+        );
+        rest.views = now
+            .views
+            .into_iter()
+            .zip(view_ids)
+            .map(|((name, _), id)| (name, id))
+            .collect();
         let (mut start, mut len) = (0, lens.into_iter());
         for node in &mut shells {
             if let Node::And(x) | Node::Or(x) = node {
@@ -355,7 +418,14 @@ pub(super) fn free_aside(garbage: Vec<Node>) {
 /// Runs one pass (the tests run passes one at a time).
 #[cfg(test)]
 pub(super) fn run(net: Propnet, pass: Pass) -> Propnet {
-    run_with(net, pass, false, &mut |_, _| {})
+    without_gone_views(run_with(net, pass, false, false, &mut |_, _| {}))
+}
+
+/// `net` without the views the passes removed ([`GONE_VIEW`]), as [`optimize`] returns it.
+#[cfg(test)]
+fn without_gone_views(mut net: Propnet) -> Propnet {
+    net.views.retain(|&(_, id)| id != GONE_VIEW);
+    net
 }
 
 /// Below this many nodes, the factor pass copies the net for the round (`run_with`'s
@@ -366,10 +436,12 @@ const COPY_BESIDE: usize = 1 << 16;
 /// it; a pass that finds nothing to do returns the net it was given without calling it. With
 /// `copy` (the caller will copy the net it is given, [`Snapshot`]), the pass may make that
 /// copy itself on a second thread while it reads the net, and then hands it over with the net.
+/// `all_live` says that some output reads every node of `net`.
 fn run_with(
     net: Propnet,
     pass: Pass,
     copy: bool,
+    all_live: bool,
     before_rewrite: &mut dyn FnMut(&Propnet, Option<Snapshot>),
 ) -> Propnet {
     let flags = match pass {
@@ -416,6 +488,9 @@ fn run_with(
                 .filter(|_| first.is_some())
                 .map(|nodes| Snapshot::with_nodes(&net, nodes));
             let Some(first) = first else {
+                if all_live {
+                    return net;
+                }
                 return dead_nodes(net, &mut |n| before_rewrite(n, made.take()));
             };
             before_rewrite(&net, made);
@@ -434,7 +509,20 @@ fn run_with(
             // the largest games (racer4: 642,000 components became 1.9 million, 668,000 of
             // them live), which made the size reported after this pass meaningless and every
             // later pass of the round slower.
-            return dead_nodes(rewriter.run(net), &mut |_| {});
+            // When every node of `net` was needed, the pass knows which ones it left with no
+            // reader (`Rewriter::killed`), and the sweep that would look for them is left out.
+            let (out, killed) = rewriter.run_killing(net);
+            return match killed {
+                Some(killed) if all_live => {
+                    let mut live = vec![true; out.nodes.len()];
+                    for k in killed {
+                        live[k.index()] = false;
+                    }
+                    debug_assert!(live == live_nodes(&out), "the factor pass killed other nodes");
+                    dead_nodes_of(out, live, &mut |_| {})
+                }
+                _ => dead_nodes(out, &mut |_| {}),
+            };
         }
         // Most rounds find no or to rewrite; then the pass is the net as it was, without the
         // cost of rebuilding it.
@@ -455,7 +543,7 @@ fn run_with(
         }
         Pass::Polarity => {
             before_rewrite(&net, None);
-            return super::signed::signs(net);
+            return super::signed::signs(net, all_live);
         }
         Pass::Propositions => return propositions(net, &mut |n| before_rewrite(n, None)),
         Pass::DeadNodes => return dead_nodes(net, &mut |n| before_rewrite(n, None)),
@@ -475,7 +563,7 @@ pub(super) fn rewrite_anyway(net: Propnet, pass: Pass) -> (bool, Propnet) {
     };
     (
         rewrites_something(&net, pass),
-        Rewriter::new(&net, flags).run(net),
+        without_gone_views(Rewriter::new(&net, flags).run(net)),
     )
 }
 
@@ -486,7 +574,15 @@ pub(super) fn factor_every_or(net: Propnet) -> Propnet {
         factor: true,
         ..Flags::default()
     };
-    dead_nodes(Rewriter::new(&net, flags).run(net), &mut |_| {})
+    without_gone_views(dead_nodes(Rewriter::new(&net, flags).run(net), &mut |_| {}))
+}
+
+/// The factor pass told that every node of `net` is needed, as the pipeline tells it after a
+/// pass that leaves only those: it then removes the ands it took without looking for dead
+/// nodes.
+#[cfg(test)]
+pub(super) fn factor_all_live(net: Propnet) -> Propnet {
+    without_gone_views(run_with(net, Pass::Factor, false, true, &mut |_, _| {}))
 }
 
 /// The exclusive-inputs pass rewriting from the first node on, without its scan's answer
@@ -500,7 +596,7 @@ pub(super) fn exclusive_every_or(net: Propnet) -> Propnet {
         exclusive: true,
         ..Flags::default()
     };
-    Rewriter::new(&net, flags).run(net)
+    without_gone_views(Rewriter::new(&net, flags).run(net))
 }
 
 /// Whether the rewriter, folding constants (`Pass::ConstantFolding`) or collapsing
@@ -560,9 +656,16 @@ fn first_exclusive(net: &Propnet) -> Option<usize> {
     for i in &net.inputs {
         role_size[i.role.0 as usize] += 1;
     }
+    let fewest = fewest_inputs(&role_size);
     let mut present = vec![0usize; net.roles.len()];
     net.nodes.iter().position(|node| {
         let Node::Or(ops) = node else { return false };
+        // An or of fewer operands than that cannot read more than half of a role's inputs
+        // (chess: every or but a few), and its operands need not be looked up, each a
+        // node read at random.
+        if ops.len() * 2 <= fewest.saturating_add(1) {
+            return false;
+        }
         present.fill(0);
         for op in ops {
             if let Node::Input(i) = net.nodes[op.index()] {
@@ -571,6 +674,18 @@ fn first_exclusive(net: &Propnet) -> Option<usize> {
         }
         present.iter().zip(&role_size).any(|(&p, &all)| p * 2 > all + 1)
     })
+}
+
+/// The fewest inputs a role has, among the roles that have any (`sizes` gives each role's
+/// count): an or of at most half as many operands reads at most half of every role's inputs.
+/// `usize::MAX` when no role has an input.
+fn fewest_inputs(sizes: &[usize]) -> usize {
+    sizes
+        .iter()
+        .copied()
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(usize::MAX)
 }
 
 #[derive(Copy, Clone, Default)]
@@ -599,6 +714,8 @@ struct Rewriter {
     /// The role of each input, and each role's inputs.
     input_role: Vec<u32>,
     role_inputs: Vec<Vec<u32>>,
+    /// The fewest inputs of a role that has any ([`fewest_inputs`]).
+    fewest_inputs: usize,
     /// How many readers (gates of the old net, and outputs) each new node has gained so far.
     /// Factoring rewrites an and only when the or being factored is its one reader, so the
     /// and dies and the net does not grow.
@@ -621,6 +738,10 @@ struct Rewriter {
     keep_before: Option<usize>,
     /// The readers of each old node ([`readers`]), when the caller has counted them.
     fanout: Option<Vec<u32>>,
+    /// The ands that factoring took into a group, which lost their one reader, the or; `None`
+    /// once a group took an and of one operand (or none), after which other nodes may have
+    /// lost their readers too (a group with an empty residual drops the other ands' operands).
+    killed: Option<Vec<NodeId>>,
 }
 
 impl Rewriter {
@@ -639,6 +760,7 @@ impl Rewriter {
             gates: Interner::with_capacity(if flags.merge { old.nodes.len() } else { 0 }),
             map: Vec::with_capacity(old.nodes.len()),
             replace: FxHashMap::default(),
+            fewest_inputs: fewest_inputs(&role_inputs.iter().map(Vec::len).collect::<Vec<_>>()),
             input_role,
             role_inputs,
             uses: Vec::with_capacity(old.nodes.len()),
@@ -649,6 +771,7 @@ impl Rewriter {
             factored: false,
             keep_before: None,
             fanout: None,
+            killed: Some(Vec::new()),
         }
     }
 
@@ -793,6 +916,14 @@ impl Rewriter {
                 let mut took = vec![false; ops.len()];
                 for (&k, &used) in taken.iter().zip(bodies.used()) {
                     took[k] = used;
+                    if used {
+                        let one = matches!(&self.nodes[ops[k].index()], Node::And(x) if x.len() <= 1);
+                        match &mut self.killed {
+                            Some(_) if one => self.killed = None,
+                            Some(killed) => killed.push(ops[k]),
+                            None => {}
+                        }
+                    }
                 }
                 out.extend(ops.iter().zip(&took).filter(|(_, &t)| !t).map(|(&op, _)| op));
                 if out.len() == 1 {
@@ -810,6 +941,10 @@ impl Rewriter {
     /// Replaces the inputs of one role among `ops` by the negated or of that role's other
     /// inputs, where that is fewer operands.
     fn exclusive_inputs(&mut self, ops: Vec<NodeId>) -> Vec<NodeId> {
+        if ops.len() * 2 <= self.fewest_inputs.saturating_add(1) {
+            // Too few operands to read more than half of any role's inputs.
+            return ops;
+        }
         let mut by_role: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
         for &op in &ops {
             if let Node::Input(i) = self.nodes[op.index()] {
@@ -840,7 +975,13 @@ impl Rewriter {
         out
     }
 
-    fn run(mut self, mut old: Propnet) -> Propnet {
+    fn run(self, old: Propnet) -> Propnet {
+        self.run_killing(old).0
+    }
+
+    /// [`Rewriter::run`], with the nodes of the new net that the pass left without the reader
+    /// they had in `old` ([`Rewriter::killed`]), if it knows them all.
+    fn run_killing(mut self, mut old: Propnet) -> (Propnet, Option<Vec<NodeId>>) {
         let fanout = match self.fanout.take() {
             Some(fanout) => fanout,
             None => readers(&old),
@@ -926,7 +1067,7 @@ impl Rewriter {
             self.map.push(id);
         }
         let map = self.map;
-        remap(old, self.nodes, |id| Some(map[id.index()]))
+        (remap(old, self.nodes, |id| Some(map[id.index()])), self.killed)
     }
 
     /// Makes `nodes[..from]` the start of the new arena, each node written as it was, and
@@ -1001,7 +1142,7 @@ fn hash_of(kind: GateKind, ops: &[NodeId]) -> u64 {
 }
 
 /// The net `old` (its nodes already taken) with the arena `nodes`, outputs and views moved
-/// through `map`; views whose node is gone are dropped.
+/// through `map`; a view whose node is gone keeps its place, with the node [`GONE_VIEW`].
 fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>) -> Propnet {
     let must = |id: NodeId| map(id).expect("every output survives");
     let Propnet {
@@ -1039,7 +1180,10 @@ fn remap(old: Propnet, nodes: Vec<Node>, map: impl Fn(NodeId) -> Option<NodeId>)
         terminal: must(terminal),
         views: views
             .into_iter()
-            .filter_map(|(name, id)| map(id).map(|n| (name, n)))
+            .map(|(name, id)| {
+                let to = if id == GONE_VIEW { None } else { map(id) };
+                (name, to.unwrap_or(GONE_VIEW))
+            })
             .collect(),
         opaque,
         // The demand is added after the passes (`add_demand`).
@@ -1141,8 +1285,13 @@ pub(super) fn live_nodes(net: &Propnet) -> Vec<bool> {
 }
 
 /// Keeps only the nodes some output reads, directly or not.
-fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
+fn dead_nodes(net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let live = live_nodes(&net);
+    dead_nodes_of(net, live, before_rewrite)
+}
+
+/// Keeps only the nodes `live` marks, which are those some output reads ([`live_nodes`]).
+fn dead_nodes_of(mut net: Propnet, live: Vec<bool>, before_rewrite: &mut dyn FnMut(&Propnet)) -> Propnet {
     let Some(first_dead) = live.iter().position(|&l| !l) else {
         return net;
     };
@@ -1181,7 +1330,7 @@ fn dead_nodes(mut net: Propnet, before_rewrite: &mut dyn FnMut(&Propnet)) -> Pro
 
 #[cfg(test)]
 mod tests {
-    use super::{Node, NodeId, Propnet, Snapshot};
+    use super::{Node, NodeId, Propnet, Snapshot, GONE_VIEW};
     use crate::net::{BaseProp, GoalProp, InputProp};
     use propjet_runtime::RoleIdx;
 
@@ -1224,7 +1373,21 @@ mod tests {
     #[test]
     fn a_snapshot_restores_the_net_it_copied() {
         let net = net();
-        let restored = Snapshot::of(&net).restore();
+        let restored = Snapshot::of(&net).restore(net.clone());
+        assert_eq!(format!("{restored:?}"), format!("{net:?}"));
+    }
+
+    /// A round's copy keeps no names: it takes them from the net the round ended with, in
+    /// which a view whose node the round removed keeps its place with no node.
+    #[test]
+    fn a_snapshot_restores_the_views_the_round_removed() {
+        let mut net = net();
+        net.views.push(("w".into(), NodeId(6)));
+        let copy = Snapshot::of(&net);
+        let mut now = net.clone();
+        now.nodes.truncate(4);
+        now.views[1].1 = GONE_VIEW;
+        let restored = copy.restore(now);
         assert_eq!(format!("{restored:?}"), format!("{net:?}"));
     }
 }

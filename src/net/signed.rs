@@ -10,7 +10,7 @@
 //! `not`.
 
 use super::intern::Interner;
-use super::passes::{free_aside, live_nodes};
+use super::passes::{free_aside, live_nodes, GONE_VIEW};
 use super::{GoalProp, Node, NodeId, Propnet};
 use rustc_hash::FxHashMap;
 use std::ops::Range;
@@ -279,8 +279,15 @@ struct Outputs {
 /// placeholder that nothing reads): the factor pass before this one leaves every `and` it
 /// replaced behind, a million dead gates on the largest games, and hashing them into the arena
 /// took most of this pass's time there.
-fn to_signed(net: &Propnet) -> (Arena, Outputs) {
-    let live = live_nodes(net);
+///
+/// With `all_live` the caller knows that every node is needed (the net comes from a pass that
+/// writes only those), and the sweep that would find them is left out.
+fn to_signed(net: &Propnet, all_live: bool) -> (Arena, Outputs) {
+    let live = if all_live {
+        vec![true; net.nodes.len()]
+    } else {
+        live_nodes(net)
+    };
     let edges = net
         .nodes
         .iter()
@@ -334,15 +341,17 @@ fn to_signed(net: &Propnet) -> (Arena, Outputs) {
         views: net
             .views
             .iter()
-            .map(|(_, v)| live[v.index()].then(|| lit[v.index()]))
+            .map(|&(_, v)| (v != GONE_VIEW && live[v.index()]).then(|| lit[v.index()]))
             .collect(),
     };
     (arena, outputs)
 }
 
 /// How many times the outputs and the ands that the outputs need read each node; zero for the
-/// nodes no output needs.
-fn references(arena: &Arena, outputs: &Outputs) -> Vec<u32> {
+/// nodes no output needs. `each` is called with every operand of every and counted, and the
+/// and's number: the callers count more per operand in the same sweep, which reads each
+/// operand once instead of once per count.
+fn references(arena: &Arena, outputs: &Outputs, mut each: impl FnMut(Lit, usize)) -> Vec<u32> {
     let mut refs = vec![0u32; arena.nodes.len()];
     for &l in &outputs.outputs {
         refs[node_of(l)] += 1;
@@ -354,6 +363,7 @@ fn references(arena: &Arena, outputs: &Outputs) -> Vec<u32> {
         if let SNode::And(r) = &arena.nodes[n] {
             for &l in &arena.ops[r.start as usize..r.end as usize] {
                 refs[node_of(l)] += 1;
+                each(l, n);
             }
         }
     }
@@ -363,18 +373,13 @@ fn references(arena: &Arena, outputs: &Outputs) -> Vec<u32> {
 /// Rebuilds the signed net, merging equal ands and keeping only what the outputs need. An and
 /// that only ands read, unnegated, hands its operands to them and goes where that pays.
 fn rebuild(old: &Arena, outputs: &Outputs, table: Interner) -> (Arena, Outputs) {
-    let refs = references(old, outputs);
     // How many times live ands read each node unnegated.
     let mut unnegated = vec![0u32; old.nodes.len()];
-    for (n, node) in old.nodes.iter().enumerate() {
-        if let (SNode::And(r), true) = (node, refs[n] > 0) {
-            for &l in &old.ops[r.start as usize..r.end as usize] {
-                if !negated(l) {
-                    unnegated[node_of(l)] += 1;
-                }
-            }
+    let refs = references(old, outputs, |l, _| {
+        if !negated(l) {
+            unnegated[node_of(l)] += 1;
         }
-    }
+    });
     let mut arena = Arena::with_table(old.nodes.len(), old.ops.len(), true, table);
     let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
     let mut flatten: Vec<Flatten> = vec![NO_FLATTEN; old.nodes.len()];
@@ -483,17 +488,16 @@ fn flattened(arena: &Arena, old: &Arena, map: &[Lit], flatten: &[Flatten], n: us
 /// Starting from the signs the gates were written with, flips one gate at a time while that
 /// lowers the number of nodes read negated, sweeping from the outputs back until a sweep
 /// changes nothing (or a few sweeps have run: each flip pays, so later sweeps gain little).
-fn choose_signs(arena: &Arena, refs: &[u32], outputs: &Outputs) -> Vec<bool> {
+///
+/// Returns the references of each and ([`references`]) with the signs.
+fn choose_signs(arena: &Arena, outputs: &Outputs) -> (Vec<u32>, Vec<bool>) {
     const MAX_SWEEPS: usize = 8;
     let n = arena.nodes.len();
     let mut flip: Vec<bool> = arena.or_hint.clone();
-    // How many readers need each node as it is stored (`plain`) and negated (`negs`).
+    // How many readers need each node as it is stored (`plain`) and negated (`negs`), counted
+    // in the sweep that counts the references.
     let mut plain = vec![0u32; n];
     let mut negs = vec![0u32; n];
-    let ops_of = |m: usize| match &arena.nodes[m] {
-        SNode::And(r) if refs[m] > 0 => &arena.ops[r.start as usize..r.end as usize],
-        _ => &[],
-    };
     for &l in &outputs.outputs {
         let x = node_of(l);
         if negated(l) ^ flip[x] {
@@ -502,16 +506,18 @@ fn choose_signs(arena: &Arena, refs: &[u32], outputs: &Outputs) -> Vec<bool> {
             plain[x] += 1;
         }
     }
-    for m in 0..n {
-        for &l in ops_of(m) {
-            let x = node_of(l);
-            if negated(l) ^ flip[m] ^ flip[x] {
-                negs[x] += 1;
-            } else {
-                plain[x] += 1;
-            }
+    let refs = references(arena, outputs, |l, m| {
+        let x = node_of(l);
+        if negated(l) ^ flip[m] ^ flip[x] {
+            negs[x] += 1;
+        } else {
+            plain[x] += 1;
         }
-    }
+    });
+    let ops_of = |m: usize| match &arena.nodes[m] {
+        SNode::And(r) if refs[m] > 0 => &arena.ops[r.start as usize..r.end as usize],
+        _ => &[],
+    };
     for _ in 0..MAX_SWEEPS {
         let mut changed = false;
         for m in (1..n).rev() {
@@ -551,7 +557,7 @@ fn choose_signs(arena: &Arena, refs: &[u32], outputs: &Outputs) -> Vec<bool> {
             break;
         }
     }
-    flip
+    (refs, flip)
 }
 
 /// What one node of the emitted net is, decided by [`emit`]'s first sweep: the nodes are
@@ -706,23 +712,25 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         *f = out.next().expect("a feedback output");
     }
     // A view keeps its name where its value is still a node; one that only a `not` nobody
-    // else reads would compute loses its name rather than add a gate.
+    // else reads would compute loses its name rather than add a gate. A view that loses its
+    // node keeps its place in the list ([`GONE_VIEW`]).
     let views = views
         .into_iter()
         .zip(&outputs.views)
-        .filter_map(|((name, _), &l)| {
-            let l = l?;
-            let x = node_of(l);
-            let id = if x == 0 {
-                constants[negated(l) as usize]
-            } else if refs[x] == 0 {
-                None
-            } else if negated(l) ^ flip[x] {
-                not[x]
-            } else {
-                stored[x]
-            };
-            id.map(|id| (name, id))
+        .map(|((name, _), &l)| {
+            let id = l.and_then(|l| {
+                let x = node_of(l);
+                if x == 0 {
+                    constants[negated(l) as usize]
+                } else if refs[x] == 0 {
+                    None
+                } else if negated(l) ^ flip[x] {
+                    not[x]
+                } else {
+                    stored[x]
+                }
+            });
+            (name, id.unwrap_or(GONE_VIEW))
         })
         .collect();
     Propnet {
@@ -745,15 +753,16 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
 /// Rewrites `net` in signed form (merging gates equal up to De Morgan's laws and flattening
 /// ands into the ands that read them) and back, each gate computed as itself or as its
 /// negation so that as few nodes as possible are read negated.
-pub(super) fn signs(mut net: Propnet) -> Propnet {
-    let (mut arena, outputs) = to_signed(&net);
+///
+/// With `all_live`, every node of `net` is needed by an output (see [`to_signed`]).
+pub(super) fn signs(mut net: Propnet, all_live: bool) -> Propnet {
+    let (mut arena, outputs) = to_signed(&net, all_live);
     free_aside(std::mem::take(&mut net.nodes));
     // The second sweep hash-conses into the first one's table, emptied: a table of a million
     // slots, fresh, is as many pages for the kernel to zero and map as the sweep touches them.
     let mut table = std::mem::replace(&mut arena.ands, Interner::with_capacity(0));
     table.clear();
     let (arena, outputs) = rebuild(&arena, &outputs, table);
-    let refs = references(&arena, &outputs);
-    let flip = choose_signs(&arena, &refs, &outputs);
+    let (refs, flip) = choose_signs(&arena, &outputs);
     emit(&arena, &refs, &outputs, &flip, net)
 }

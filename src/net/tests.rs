@@ -520,6 +520,36 @@ fn factoring_from_the_first_or_found_is_factoring_every_or() {
     assert!(factored * 8 > rounds, "{factored} of {rounds}");
 }
 
+/// After a pass that leaves only needed nodes, the factor pass removes the ands it took into
+/// groups without a sweep for dead nodes (`Rewriter::killed`); that must be the net the sweep
+/// gives, node for node, also when a group takes an and of one operand, after which the pass
+/// falls back to the sweep.
+#[test]
+fn factoring_a_net_without_dead_nodes_removes_what_the_sweep_removes() {
+    let mut rng = propjet_runtime::Rng::new(29);
+    let (mut factored, mut runs) = (0, 0);
+    for round in 0..1000 {
+        let mut net = sharing_net(&mut rng, 3, 10 + round % 60);
+        for pass in [Pass::Merge, Pass::DeadNodes] {
+            net = passes::run(net, pass);
+        }
+        for _ in 0..2 {
+            let swept = passes::run(net.clone(), Pass::Factor);
+            let known = passes::factor_all_live(net.clone());
+            assert!(
+                shape(&known) == shape(&swept),
+                "round {round}: removing the taken ands differs from the sweep for dead nodes"
+            );
+            if shape(&swept) != shape(&net) {
+                factored += 1;
+            }
+            runs += 1;
+            net = swept;
+        }
+    }
+    assert!(factored * 8 > runs, "{factored} of {runs}");
+}
+
 /// The exclusive-inputs pass keeps the nodes before the first or its scan finds to rewrite
 /// where they are (`keep_prefix`), unless a leaf occurs twice among them; rewriting from the
 /// first node on must give the same net, node for node.
