@@ -15,6 +15,7 @@ use super::types::{
 use super::GroundError;
 use crate::gdl::{Description, Term};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::fmt::Write as _;
 use std::hash::Hasher;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1432,19 +1433,38 @@ impl<'d> Grounder<'d> {
         stats.costliest = costs;
         stats.terms = self.store.len();
         stats.bytes = self.store.bytes() + self.relations.iter().map(Relation::bytes).sum::<usize>();
-        // The terms, relations and indexes are not needed any more: freeing them before the
-        // rules are sorted lowers the peak of memory by their size (425 MB in chess).
-        self.relations = Vec::new();
-        self.store = TermStore::default();
+        // What is left runs on the threads the joins had: the atoms' texts, on `workers`
+        // threads by ranges of atoms, and the final sort of the rules beside them. The relations
+        // and indexes are not needed any more and are freed on a thread of their own; the terms
+        // (425 MB with them in chess) once the texts are written.
+        let relations = std::mem::take(&mut self.relations);
+        let store = std::mem::take(&mut self.store);
         drop(out.atom_of);
+        let mut aux_num = vec![u32::MAX; out.atoms.len()];
+        for (n, &id) in out.aux_of.iter().enumerate() {
+            if id != u32::MAX {
+                aux_num[id as usize] = n as u32;
+            }
+        }
         drop(out.aux_of);
         let mut rules = out.rules;
-        rules.sort_dedup();
+        let mut atoms = out.atoms;
+        let symbols = &self.desc.symbols;
+        std::thread::scope(|scope| {
+            scope.spawn(move || drop(relations));
+            let sort = scope.spawn(|| rules.sort_dedup());
+            atom_texts(&mut atoms, &out.term_of, &aux_num, &store, symbols, workers);
+            drop(store);
+            // A panic of the sort is the sort's; it is passed on as it is.
+            if let Err(p) = sort.join() {
+                std::panic::resume_unwind(p);
+            }
+        });
         stats.instantiate = start.elapsed();
         Ok((
             Grounded {
                 roles: self.role_names,
-                atoms: out.atoms,
+                atoms,
                 rules,
                 init,
             },
@@ -1937,9 +1957,10 @@ impl Out {
             return AtomId(id);
         }
         let id = AtomId::from_index(self.atoms.len());
+        // Its text, `(;aux n)`, is written at the end with the others (`atom_texts`).
         self.atoms.push(GroundAtom {
             kind: AtomKind::View,
-            text: format!("(;aux {n})"),
+            text: String::new(),
         });
         self.alias.push(id);
         self.term_of.push(u32::MAX);
@@ -2109,25 +2130,34 @@ impl Out {
         drop(fill);
         drop(head_of);
         let rules_of = |l: usize| &by_head[start[l] as usize..start[l + 1] as usize];
-        let deps: Vec<Vec<u32>> = (0..m)
-            .map(|l| {
-                let mut d: Vec<u32> = rules_of(l)
+        // Each head's local dependencies, sorted without repeats, one after another in one
+        // array (a vector per head was a tenth of settling chess's check test).
+        let mut deps: Vec<u32> = Vec::new();
+        let mut deps_end: Vec<u32> = Vec::with_capacity(m + 1);
+        deps_end.push(0);
+        for l in 0..m {
+            let s = deps.len();
+            deps.extend(
+                rules_of(l)
                     .iter()
                     .flat_map(|&r| staged.body(r as usize).iter())
                     .map(|lit| local[lit.atom().index()])
-                    .filter(|&x| x != NONE)
-                    .collect();
-                d.sort_unstable();
-                d.dedup();
-                d
-            })
-            .collect();
+                    .filter(|&x| x != NONE),
+            );
+            sort_dedup_from(&mut deps, s);
+            deps_end.push(deps.len() as u32);
+        }
         drop(local);
+        let deps_of = |l: usize| &deps[deps_end[l] as usize..deps_end[l + 1] as usize];
         let mut lits = std::mem::take(&mut self.scratch);
         let mut ranges = std::mem::take(&mut self.ranges);
-        for comp in components(&deps) {
-            let acyclic = comp.len() == 1 && !deps[comp[0] as usize].contains(&comp[0]);
-            for &l in &comp {
+        let mut result = Ok(());
+        components_by(m, deps_of, |comp| {
+            if result.is_err() {
+                return;
+            }
+            let acyclic = comp.len() == 1 && !deps_of(comp[0] as usize).contains(&comp[0]);
+            for &l in comp.iter() {
                 let head = heads[l as usize];
                 lits.clear();
                 ranges.clear();
@@ -2143,9 +2173,13 @@ impl Out {
                         ranges.push((s, lits.len()));
                     }
                 }
-                self.settle_atom(head, &lits, &mut ranges, acyclic)?;
+                if let Err(e) = self.settle_atom(head, &lits, &mut ranges, acyclic) {
+                    result = Err(e);
+                    return;
+                }
             }
-        }
+        });
+        result?;
         self.scratch = lits;
         self.ranges = ranges;
         // Every atom made so far has its final identity: later components only read them.
@@ -2174,8 +2208,15 @@ impl Out {
         ranges: &mut Vec<(usize, usize)>,
         identify: bool,
     ) -> Result<(), GroundError> {
-        ranges.sort_unstable_by(|a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
-        ranges.dedup_by(|a, b| lits[a.0..a.1] == lits[b.0..b.1]);
+        // The bodies often come in order already (an auxiliary atom's solutions are sorted),
+        // and checking costs a comparison a body where sorting costs several.
+        let increasing = ranges
+            .windows(2)
+            .all(|w| lits[w[0].0..w[0].1] < lits[w[1].0..w[1].1]);
+        if !increasing {
+            ranges.sort_unstable_by(|a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
+            ranges.dedup_by(|a, b| lits[a.0..a.1] == lits[b.0..b.1]);
+        }
         let view = identify && self.atoms[head.index()].kind == AtomKind::View;
         let key = view.then(|| {
             let mut h = rustc_hash::FxHasher::default();
@@ -2240,51 +2281,38 @@ impl Out {
                 ))
             })
         };
-        let (kind, text) = if rel == k.true_ {
-            (AtomKind::True, store.text(args[0], symbols))
+        // The text is written at the end (`atom_texts`), on the join threads and beside the
+        // final sort of the rules, rather than here on the thread that writes the output.
+        let kind = if rel == k.true_ {
+            AtomKind::True
         } else if rel == k.next {
-            (AtomKind::Next, store.text(args[0], symbols))
+            AtomKind::Next
         } else if rel == k.does {
-            (
-                AtomKind::Does { role: role(args[0])? },
-                store.text(args[1], symbols),
-            )
+            AtomKind::Does { role: role(args[0])? }
         } else if rel == k.legal {
-            (
-                AtomKind::Legal { role: role(args[0])? },
-                store.text(args[1], symbols),
-            )
+            AtomKind::Legal { role: role(args[0])? }
         } else if rel == k.goal {
             let value = goal_value(store, args[1], cx.desc).ok_or_else(|| {
                 GroundError::Internal(format!("{} has no natural-number value", store.text(t, symbols)))
             })?;
-            (
-                AtomKind::Goal {
-                    role: role(args[0])?,
-                    value,
-                },
-                store.text(t, symbols),
-            )
-        } else if rel == k.terminal {
-            (AtomKind::Terminal, store.text(t, symbols))
-        } else if cx.opaque.get(rel as usize).copied().unwrap_or(false) {
-            (AtomKind::Opaque, store.text(t, symbols))
-        } else if store.functor(t).0 as usize >= symbols.len() {
-            // A relation of variable elimination (`eliminate`).
-            let mut text = format!("(;elim {}", store.functor(t).0 as usize - symbols.len());
-            for &a in args {
-                text.push(' ');
-                text.push_str(&store.text(a, symbols));
+            AtomKind::Goal {
+                role: role(args[0])?,
+                value,
             }
-            text.push(')');
-            (AtomKind::View, text)
+        } else if rel == k.terminal {
+            AtomKind::Terminal
+        } else if cx.opaque.get(rel as usize).copied().unwrap_or(false) {
+            AtomKind::Opaque
         } else {
-            (AtomKind::View, store.text(t, symbols))
+            AtomKind::View
         };
         let id = AtomId::from_index(self.atoms.len());
         // Inputs and opaque atoms are heads of no rule: what they are is settled at once.
         let input = matches!(kind, AtomKind::True | AtomKind::Does { .. } | AtomKind::Opaque);
-        self.atoms.push(GroundAtom { kind, text });
+        self.atoms.push(GroundAtom {
+            kind,
+            text: String::new(),
+        });
         self.alias.push(id);
         self.term_of.push(t);
         self.settled.push(input);
@@ -2294,6 +2322,62 @@ impl Out {
         self.atom_of[t as usize] = id.0;
         Ok(id)
     }
+}
+
+/// Writes the text of every atom of `atoms` (see [`AtomKind`]); `term_of` holds each atom's
+/// term, `u32::MAX` for an auxiliary atom, whose number `aux_num` holds. The texts are
+/// independent of each other, so this runs on `threads` threads, each on a range of atoms.
+fn atom_texts(
+    atoms: &mut [GroundAtom],
+    term_of: &[TermId],
+    aux_num: &[u32],
+    store: &TermStore,
+    symbols: &crate::gdl::Symbols,
+    threads: usize,
+) {
+    // Each text is written into a reused buffer and then copied into a string of its own
+    // length: one allocation an atom instead of one per doubling, and no spare capacity held
+    // in 1.1 million strings (chess).
+    let write = |atoms: &mut [GroundAtom], first: usize| {
+        let mut buf = String::new();
+        for (i, a) in atoms.iter_mut().enumerate() {
+            let t = term_of[first + i];
+            buf.clear();
+            if t == u32::MAX {
+                // `write!` into a `String` cannot fail.
+                let _ = write!(buf, "(;aux {})", aux_num[first + i]);
+            } else {
+                match a.kind {
+                    AtomKind::True | AtomKind::Next => store.write(store.args(t)[0], symbols, &mut buf),
+                    AtomKind::Does { .. } | AtomKind::Legal { .. } => {
+                        store.write(store.args(t)[1], symbols, &mut buf)
+                    }
+                    AtomKind::View if store.functor(t).0 as usize >= symbols.len() => {
+                        // A relation of variable elimination (`eliminate`).
+                        let _ = write!(buf, "(;elim {}", store.functor(t).0 as usize - symbols.len());
+                        for &arg in store.args(t) {
+                            buf.push(' ');
+                            store.write(arg, symbols, &mut buf);
+                        }
+                        buf.push(')');
+                    }
+                    _ => store.write(t, symbols, &mut buf),
+                }
+            }
+            a.text = buf.as_str().to_owned();
+        }
+    };
+    let chunk = atoms.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let mut parts = atoms.chunks_mut(chunk).enumerate();
+        let first = parts.next();
+        for (i, part) in parts {
+            scope.spawn(move || write(part, i * chunk));
+        }
+        if let Some((_, part)) = first {
+            write(part, 0);
+        }
+    });
 }
 
 /// Which atoms of the last round a rule's delta literal needs to read. When the literal has
@@ -2630,19 +2714,28 @@ fn rule_order(deps: &[Vec<RelId>], rules_of: &[Vec<usize>]) -> Vec<Vec<usize>> {
 /// after every component it depends on. Iterative, so a long chain of relations cannot
 /// overflow the stack.
 pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
+    let mut out = Vec::new();
+    components_by(deps.len(), |v| &deps[v], |comp| out.push(comp.to_vec()));
+    out
+}
+
+/// [`components`] of the graph of `n` nodes whose successors `succ` gives, each component
+/// handed to `emit` as it is found (sorted), in the same order. It allocates nothing per node
+/// or per component: settling chess's check test splits 313,000 heads into components of one.
+fn components_by<'g>(n: usize, succ: impl Fn(usize) -> &'g [u32], mut emit: impl FnMut(&[u32])) {
     const UNSEEN: usize = usize::MAX;
-    let n = deps.len();
     let mut index = vec![UNSEEN; n];
     let mut low = vec![0usize; n];
     let mut on_stack = vec![false; n];
     let mut stack: Vec<usize> = Vec::new();
-    let mut out = Vec::new();
+    let mut frames: Vec<(usize, usize)> = Vec::new();
+    let mut comp: Vec<u32> = Vec::new();
     let mut counter = 0;
     for root in 0..n {
         if index[root] != UNSEEN {
             continue;
         }
-        let mut frames: Vec<(usize, usize)> = vec![(root, 0)];
+        frames.push((root, 0));
         index[root] = counter;
         low[root] = counter;
         counter += 1;
@@ -2650,7 +2743,7 @@ pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
         on_stack[root] = true;
         while let Some(frame) = frames.last_mut() {
             let v = frame.0;
-            if let Some(&w) = deps[v].get(frame.1) {
+            if let Some(&w) = succ(v).get(frame.1) {
                 frame.1 += 1;
                 let w = w as usize;
                 if index[w] == UNSEEN {
@@ -2670,7 +2763,7 @@ pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
                 low[parent] = low[parent].min(low[v]);
             }
             if low[v] == index[v] {
-                let mut comp = Vec::new();
+                comp.clear();
                 while let Some(w) = stack.pop() {
                     on_stack[w] = false;
                     comp.push(w as RelId);
@@ -2679,11 +2772,10 @@ pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
                     }
                 }
                 comp.sort_unstable();
-                out.push(comp);
+                emit(&comp);
             }
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -300,7 +300,8 @@ impl TermStore {
         out
     }
 
-    fn write(&self, t: TermId, symbols: &Symbols, out: &mut String) {
+    /// Appends the text of term `t` to `out`.
+    pub fn write(&self, t: TermId, symbols: &Symbols, out: &mut String) {
         let args = self.args(t);
         if args.is_empty() {
             out.push_str(symbols.name(self.functor(t)));
