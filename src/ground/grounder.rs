@@ -881,6 +881,7 @@ impl<'d> Grounder<'d> {
         let rules = self.derived_rules(rules);
         let rules = &rules[..];
         // Round 0 evaluates every rule in full.
+        self.drop_unused_indexes(&bounds);
         for &ci in rules {
             self.derive(ci, None, in_scc, &bounds, &[])?;
         }
@@ -899,6 +900,7 @@ impl<'d> Grounder<'d> {
             if !any {
                 return Ok(());
             }
+            self.drop_unused_indexes(&bounds);
             for &ci in rules {
                 for i in 0..self.conjs[ci].body.len() {
                     let Item::Pos(a) = &self.conjs[ci].body[i] else {
@@ -932,6 +934,16 @@ impl<'d> Grounder<'d> {
                     self.derive(ci, Some(i), in_scc, &bounds, &keep)?;
                 }
             }
+        }
+    }
+
+    /// Drops, before a round, the indexes planning made only to estimate on relations that
+    /// have grown past the size where it makes them (`Relation::drop_unused`). Planning would
+    /// drop them at its first estimate anyway; doing it before the round keeps the number of
+    /// every index the same while the round's plans are made and run.
+    fn drop_unused_indexes(&mut self, bounds: &Bounds) {
+        for (rel, &n) in self.relations.iter_mut().zip(&bounds.all) {
+            rel.drop_unused(n);
         }
     }
 

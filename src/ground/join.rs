@@ -70,7 +70,12 @@ pub(crate) struct Index {
 }
 
 impl Index {
+    /// Indexes the atoms of `rows` not indexed yet. `rows` is a prefix of the relation: the
+    /// fixpoint indexes only the atoms of the round's bounds (see [`Relation::index`]).
     fn catch_up(&mut self, rows: &[TermId], store: &TermStore) {
+        if self.upto >= rows.len() {
+            return;
+        }
         'rows: for (pos, &row) in rows.iter().enumerate().skip(self.upto) {
             let mut h = rustc_hash::FxHasher::default();
             for p in self.probes.iter() {
@@ -115,8 +120,11 @@ pub(crate) struct Relation {
 }
 
 impl Relation {
-    /// The index with these probes, made and brought up to date as needed.
-    fn index(&mut self, probes: &[Probe], store: &TermStore) -> usize {
+    /// The index with these probes, made and brought up to date with the first `n` atoms as
+    /// needed. A join reads no atom past the bounds of its round (`Bounds::all`), and indexing
+    /// only up to them keeps what planning sees (the average bucket) a function of the round's
+    /// bounds, not of what the round's earlier rules have added since.
+    fn index(&mut self, probes: &[Probe], store: &TermStore, n: usize) -> usize {
         let i = match self.indexes.iter().position(|ix| *ix.probes == *probes) {
             Some(i) => i,
             None => {
@@ -131,33 +139,42 @@ impl Relation {
                 self.indexes.len() - 1
             }
         };
-        self.indexes[i].catch_up(&self.rows, store);
+        self.indexes[i].catch_up(&self.rows[..n], store);
         i
     }
 
-    /// The expected number of atoms a lookup with these probes finds. An existing index (or a
-    /// new one, for a small relation) says exactly; for a large relation without one, each
-    /// known value is assumed to keep a tenth of the atoms, so that planning does not build
-    /// indexes it may never use.
-    fn estimate(&mut self, probes: &[Probe], store: &TermStore) -> f64 {
+    /// The expected number of atoms a lookup with these probes finds among the first `n`
+    /// atoms (the round's bounds). An existing index (or a new one, for a small relation) says
+    /// exactly; for a large relation without one, each known value is assumed to keep a tenth
+    /// of the atoms, so that planning does not build indexes it may never use.
+    fn estimate(&mut self, probes: &[Probe], store: &TermStore, n: usize) -> f64 {
         if probes.is_empty() {
-            return self.rows.len() as f64;
+            return n as f64;
         }
         // Indexes made while the relation was small only to estimate costs would otherwise be
-        // kept up to date for ever.
-        if self.rows.len() > SMALL_RELATION {
-            self.indexes.retain(|ix| ix.used);
-        }
+        // kept up to date for ever. (The fixpoint drops them at the start of each round, see
+        // `Relation::drop_unused`, so that no index moves while the round's plans hold its
+        // number; this is then a no-op there.)
+        self.drop_unused(n);
         if let Some(ix) = self.indexes.iter_mut().find(|ix| *ix.probes == *probes) {
-            ix.catch_up(&self.rows, store);
+            ix.catch_up(&self.rows[..n], store);
             return ix.average_bucket();
         }
-        if self.rows.len() <= SMALL_RELATION {
-            let ix = self.index(probes, store);
+        if n <= SMALL_RELATION {
+            let ix = self.index(probes, store, n);
             return self.indexes[ix].average_bucket();
         }
         let values = probes.iter().filter(|p| !p.functor).count();
-        (self.rows.len() as f64 * 0.1f64.powi(values as i32)).max(1.0)
+        (n as f64 * 0.1f64.powi(values as i32)).max(1.0)
+    }
+
+    /// Drops the indexes that only planning made, to estimate, when the relation has more
+    /// than `SMALL_RELATION` of its first `n` atoms: planning no longer makes an index to
+    /// estimate for such a relation, and keeping them up to date would cost for ever.
+    pub fn drop_unused(&mut self, n: usize) {
+        if n > SMALL_RELATION {
+            self.indexes.retain(|ix| ix.used);
+        }
     }
 
     /// Bytes held by the indexes, roughly.
@@ -429,10 +446,10 @@ impl Planner<'_> {
         };
         let range = self.range_of(i, a.rel);
         let record = self.mode == Mode::Instantiate && self.dynamic[a.rel as usize];
-        let (step, cost) = scan_step(i, a, bound, range, record, relations, store);
+        let (step, cost) = scan_step(i, a, bound, range, record, self.bounds, relations, store);
         // A scan limited to some rounds finds that share of the atoms.
         let r = a.rel as usize;
-        let total = relations[r].rows.len().max(1) as f64;
+        let total = self.bounds.all[r].max(1) as f64;
         let share = match range {
             Range::All => 1.0,
             Range::Old => self.bounds.old[r] as f64 / total,
@@ -831,7 +848,7 @@ pub(crate) fn delta_can_match(
         return true;
     }
     let relation = &mut relations[r];
-    let ix = relation.index(&probes, store);
+    let ix = relation.index(&probes, store, hi);
     relation.indexes[ix].used = true;
     let mut h = rustc_hash::FxHasher::default();
     for src in &key {
@@ -945,12 +962,12 @@ pub(crate) fn plan(
             mark_out_known(conj, i, sp);
         }
     }
-    finish_indexes(&mut steps, relations, store);
+    finish_indexes(&mut steps, bounds, relations, store);
     for sub in &mut subs {
-        finish_indexes(&mut sub.steps, relations, store);
+        finish_indexes(&mut sub.steps, bounds, relations, store);
         if let Some(split) = &mut sub.split {
-            finish_indexes(&mut split.shared, relations, store);
-            finish_indexes(&mut split.filter, relations, store);
+            finish_indexes(&mut split.shared, bounds, relations, store);
+            finish_indexes(&mut split.filter, bounds, relations, store);
         }
     }
     Plan { steps, subs }
@@ -1055,19 +1072,22 @@ fn mark_out_known(conj: &Conj, sub: usize, sp: &mut SubPlan) {
     }
 }
 
-/// The scan of positive literal `i` given the bound variables, and its expected matches.
+/// The scan of positive literal `i` given the bound variables, and its expected matches among
+/// the atoms of the round (`bounds`).
+#[allow(clippy::too_many_arguments)]
 fn scan_step(
     i: usize,
     a: &AtomPat,
     bound: &[bool],
     range: Range,
     record: bool,
+    bounds: &Bounds,
     relations: &mut [Relation],
     store: &TermStore,
 ) -> (Step, f64) {
     let (probes, key) = probes_of(&a.args, bound);
     let rel = &mut relations[a.rel as usize];
-    let cost = rel.estimate(&probes, store);
+    let cost = rel.estimate(&probes, store, bounds.all[a.rel as usize]);
     // A literal whose variables are all bound is a lookup: prefer it to a scan of equal cost.
     let mut all_bound = true;
     a.for_each_var(&mut |v| all_bound &= bound[v as usize]);
@@ -1087,8 +1107,8 @@ fn scan_step(
     )
 }
 
-/// Makes the index every scan of `steps` needs and brings it up to date.
-fn finish_indexes(steps: &mut [Step], relations: &mut [Relation], store: &TermStore) {
+/// Makes the index every scan of `steps` needs and brings it up to date with the round's atoms.
+fn finish_indexes(steps: &mut [Step], bounds: &Bounds, relations: &mut [Relation], store: &TermStore) {
     for s in steps {
         if let Step::Scan {
             rel, index, probes, ..
@@ -1096,7 +1116,7 @@ fn finish_indexes(steps: &mut [Step], relations: &mut [Relation], store: &TermSt
         {
             if !probes.is_empty() {
                 let relation = &mut relations[*rel as usize];
-                let ix = relation.index(probes, store);
+                let ix = relation.index(probes, store, bounds.all[*rel as usize]);
                 relation.indexes[ix].used = true;
                 *index = Some(ix);
             }
