@@ -1326,6 +1326,45 @@ impl FamilySolutions {
     }
 }
 
+/// The heads derivations have found, when the term store is shared with other joins and
+/// cannot mark them (see [`Exec::heads_found`]).
+pub(crate) struct HeadsFound {
+    /// What a head is known by: the head's arguments when they are variables and constants
+    /// (then joins of several rules of one relation can share the set), or else its variables.
+    key_of: Box<[Pat]>,
+    /// The key of each head found.
+    found: Memo<()>,
+    /// Scratch space for the key of the current binding.
+    key: Vec<TermId>,
+}
+
+impl HeadsFound {
+    /// An empty set of heads known by `key_of`, whose patterns are variables and constants.
+    pub fn new(key_of: Box<[Pat]>) -> HeadsFound {
+        debug_assert!(key_of.iter().all(|p| !matches!(p, Pat::Func(..))));
+        HeadsFound {
+            found: Memo::new(key_of.len()),
+            key_of,
+            key: Vec::new(),
+        }
+    }
+
+    /// The same set, for a rule whose head (of the same relation) has arguments `key_of`.
+    pub fn for_head(self, key_of: Box<[Pat]>) -> HeadsFound {
+        debug_assert_eq!(key_of.len(), self.key_of.len());
+        HeadsFound { key_of, ..self }
+    }
+
+    fn make_key(&mut self, binds: &[TermId]) {
+        self.key.clear();
+        self.key.extend(self.key_of.iter().map(|p| match p {
+            Pat::Var(v) => binds[*v as usize],
+            Pat::Ground(g) => *g,
+            Pat::Func(..) => unreachable!("heads are known by variables and constants"),
+        }));
+    }
+}
+
 /// A sub-join's results for one binding of its given variables.
 type SubEntries = Rc<[(Box<[TermId]>, SubResult)]>;
 
@@ -1399,8 +1438,12 @@ pub(crate) struct Exec<'a> {
     /// While deriving, when `head_item` is a literal with exactly the head's arguments scanned
     /// before [`Step::HeadKnown`]: the head atom of each position of that literal's relation
     /// known to hold (`UNBOUND` where not known yet). `HeadKnown` reads it before looking the
-    /// head up and fills it in; empty otherwise. See `Grounder::derive`.
-    pub head_at: Vec<TermId>,
+    /// head up and fills it in when it owns it; a join that shares it with others (a round's
+    /// derivations on several threads) notes what it found in `head_at_found` instead. Empty
+    /// otherwise. See `Grounder::derive`.
+    pub head_at: std::borrow::Cow<'a, [TermId]>,
+    /// The heads `HeadKnown` found to hold, by position, when `head_at` is shared.
+    pub head_at_found: Vec<(usize, TermId)>,
     memo: Vec<Memo<SubEntries>>,
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
@@ -1423,6 +1466,16 @@ pub(crate) struct Exec<'a> {
     by_set: bool,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
     seen: Vec<Memo<()>>,
+    /// While deriving with the term store shared: the heads found (by this run, and by the
+    /// runs of earlier rules of the same relation that handed the set on), which
+    /// [`Step::HeadKnown`] treats as known and the solution callback adds to
+    /// ([`Exec::new_head`]). A derivation that shares the term store with other joins cannot
+    /// mark the heads it finds there (`PENDING`, `HOLDS`), and would otherwise find each one
+    /// again and again.
+    pub heads_found: Option<HeadsFound>,
+    /// Whether `HeadKnown` notes the heads it finds to hold in `head_at_found` even when it
+    /// owns `head_at`.
+    pub note_head_at: bool,
     /// For each sub-join with a [`Step::OutKnown`], the out bindings its current solve found.
     out_seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
@@ -1474,7 +1527,8 @@ impl<'a> Exec<'a> {
             aux_count: 0,
             head_item: usize::MAX,
             head_pos: 0,
-            head_at: Vec::new(),
+            head_at: std::borrow::Cow::Borrowed(&[]),
+            head_at_found: Vec::new(),
             memo: Vec::new(),
             families: Vec::new(),
             canon: &[],
@@ -1482,6 +1536,8 @@ impl<'a> Exec<'a> {
             split_sols: Vec::new(),
             by_set: true,
             seen: Vec::new(),
+            heads_found: None,
+            note_head_at: false,
             out_seen: Vec::new(),
             delta_keep: &[],
             last: Vec::new(),
@@ -1499,6 +1555,16 @@ impl<'a> Exec<'a> {
             ticks: 0,
             deadline,
         }
+    }
+
+    /// Whether the head of the current solution is not in [`Exec::heads_found`], adding it
+    /// (always true without the set).
+    pub fn new_head(&mut self) -> bool {
+        let Some(heads) = &mut self.heads_found else {
+            return true;
+        };
+        heads.make_key(&self.binds);
+        heads.found.add(&heads.key)
     }
 
     /// Runs `plan` over `conj`, calling `emit` with every solution.
@@ -1712,9 +1778,23 @@ impl<'a> Exec<'a> {
                 }
                 if let Some(t) = self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0) {
                     if cached.is_some() && self.store.holds(t) {
-                        self.head_at[self.head_pos] = t;
+                        match &mut self.head_at {
+                            std::borrow::Cow::Owned(v) => {
+                                v[self.head_pos] = t;
+                                if self.note_head_at {
+                                    self.head_at_found.push((self.head_pos, t));
+                                }
+                            }
+                            std::borrow::Cow::Borrowed(_) => self.head_at_found.push((self.head_pos, t)),
+                        }
                     }
                     return Ok(());
+                }
+                if let Some(heads) = &mut self.heads_found {
+                    heads.make_key(&self.binds);
+                    if heads.found.get(&heads.key).is_some() {
+                        return Ok(());
+                    }
                 }
                 // Every later solution of this binding would derive the same atom again: the
                 // rest of the join is an existence test, which stops at its first solution.
@@ -2412,17 +2492,51 @@ fn find(store: &TermStore, p: &Pat, binds: &[TermId], stack: &mut Vec<TermId>) -
     }
 }
 
+/// The atom `a` stands for under `binds` (which bind each of its variables), added to the
+/// store if new. `stack` is scratch space.
+pub(crate) fn build_atom(
+    store: &mut TermStore,
+    a: &AtomPat,
+    binds: &[TermId],
+    stack: &mut Vec<TermId>,
+) -> TermId {
+    let base = stack.len();
+    for p in a.args.iter() {
+        let t = build(store, p, binds, stack);
+        stack.push(t);
+    }
+    let t = store.intern(a.sym, &stack[base..]);
+    stack.truncate(base);
+    t
+}
+
+/// The depth ([`TermStore::depth`]) the atom `a` has under `binds`, without making it.
+pub(crate) fn atom_depth(store: &TermStore, a: &AtomPat, binds: &[TermId]) -> u16 {
+    fn depth(store: &TermStore, p: &Pat, binds: &[TermId]) -> u16 {
+        match p {
+            Pat::Ground(g) => store.depth(*g),
+            Pat::Var(v) => store.depth(binds[*v as usize]),
+            Pat::Func(_, ps) => ps
+                .iter()
+                .map(|p| depth(store, p, binds))
+                .max()
+                .unwrap_or(0)
+                .saturating_add(1),
+        }
+    }
+    a.args
+        .iter()
+        .map(|p| depth(store, p, binds))
+        .max()
+        .unwrap_or(0)
+        .saturating_add(1)
+}
+
 impl Exec<'_> {
     /// The atom `a` stands for under the current bindings, added to the store if new.
     pub fn build_atom(&mut self, a: &AtomPat) -> TermId {
         let mut stack = std::mem::take(&mut self.stack);
-        let base = stack.len();
-        for p in a.args.iter() {
-            let t = build(&mut self.store, p, &self.binds, &mut stack);
-            stack.push(t);
-        }
-        let t = self.store.intern(a.sym, &stack[base..]);
-        stack.truncate(base);
+        let t = build_atom(&mut self.store, a, &self.binds, &mut stack);
         self.stack = stack;
         t
     }
