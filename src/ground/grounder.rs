@@ -1710,7 +1710,7 @@ struct Variant {
 /// [`first_scan_size`]) for the round to run on several threads. Most rounds of a game's
 /// component have little to do (a step counter's round finds a handful of atoms); for them a
 /// thread would cost more than it saves. The choice changes nothing but the time.
-const PARALLEL_ROUND: usize = 1024;
+const PARALLEL_ROUND: usize = 256;
 
 /// How many atoms the first scan of `plan` reads (in a sub-join, if the plan begins with one):
 /// a cheap measure of a variant's work, read from the plan and the round's bounds alone.
