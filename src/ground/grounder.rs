@@ -3,7 +3,7 @@
 
 use super::eliminate;
 use super::join::{
-    self, sort_dedup_from, Bounds, Exec, Mode, OutLit, Plan, Relation, Step, Stop, StoreRef, AUX,
+    self, sort_dedup_from, Bounds, Exec, HeadsFound, Mode, OutLit, Plan, Relation, Step, Stop, StoreRef, AUX,
 };
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
@@ -54,6 +54,8 @@ pub struct GroundStats {
     pub prepare: Duration,
     /// Time spent in the fixpoints.
     pub fixpoint: Duration,
+    /// Rounds of the fixpoints whose joins ran on several threads (`Grounder::run_round`).
+    pub parallel_rounds: usize,
     /// Time spent instantiating.
     pub instantiate: Duration,
     /// The ten largest relations (`name/arity`) with their numbers of atoms, largest first.
@@ -141,6 +143,12 @@ pub(crate) struct Grounder<'d> {
     /// How many threads run the joins of instantiation (see `Grounder::instantiate`); the
     /// ground program does not depend on it.
     pub join_threads: usize,
+    /// How many threads run the joins of a large round of the fixpoint (see
+    /// `Grounder::run_round`); the ground program does not depend on it.
+    pub derive_threads: usize,
+    /// The least work (`first_scan_size`, summed) for which a round runs on several threads:
+    /// `PARALLEL_ROUND`, or 0 in tests that have every round with several relations do so.
+    pub parallel_round: usize,
     /// Whether the joins that read no settled identity are handed out at once rather than
     /// with their component (see `Grounder::instantiate`); the ground program does not
     /// depend on it. Off only in tests, which compare the two.
@@ -284,6 +292,8 @@ impl<'d> Grounder<'d> {
             derive_costs: Vec::new(),
             head_at: FxHashMap::default(),
             join_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOIN_THREADS)),
+            derive_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOIN_THREADS)),
+            parallel_round: PARALLEL_ROUND,
             run_ahead: true,
         };
         g.opaque.resize(n, false);
@@ -882,9 +892,12 @@ impl<'d> Grounder<'d> {
         let rules = self.derived_rules(rules);
         let rules = &rules[..];
         // Round 0 evaluates every rule in full.
+        self.drop_unused_indexes(&bounds);
+        let mut round = Vec::with_capacity(rules.len());
         for &ci in rules {
-            self.derive(ci, None, in_scc, &bounds, &[])?;
+            round.push(self.plan_variant(ci, None, in_scc, &bounds, Vec::new())?);
         }
+        self.run_round(&round, &bounds)?;
         // For each rule and delta literal with variables nothing else in the rule reads, the
         // values of its other variables that its atoms have given (see `delta_keep`).
         let mut projections: FxHashMap<(usize, usize), DeltaProjection> = FxHashMap::default();
@@ -900,6 +913,11 @@ impl<'d> Grounder<'d> {
             if !any {
                 return Ok(());
             }
+            self.drop_unused_indexes(&bounds);
+            // Every variant of the round reads the relations through `bounds` and is planned
+            // from them alone, so none depends on what another one adds: they are planned
+            // first, then run (`run_round`).
+            round.clear();
             for &ci in rules {
                 for i in 0..self.conjs[ci].body.len() {
                     let Item::Pos(a) = &self.conjs[ci].body[i] else {
@@ -930,9 +948,21 @@ impl<'d> Grounder<'d> {
                     ) {
                         continue;
                     }
-                    self.derive(ci, Some(i), in_scc, &bounds, &keep)?;
+                    let keep = std::mem::take(&mut keep);
+                    round.push(self.plan_variant(ci, Some(i), in_scc, &bounds, keep)?);
                 }
             }
+            self.run_round(&round, &bounds)?;
+        }
+    }
+
+    /// Drops, before a round, the indexes planning made only to estimate on relations that
+    /// have grown past the size where it makes them (`Relation::drop_unused`). Planning would
+    /// drop them at its first estimate anyway; doing it before the round keeps the number of
+    /// every index the same while the round's plans are made and run.
+    fn drop_unused_indexes(&mut self, bounds: &Bounds) {
+        for (rel, &n) in self.relations.iter_mut().zip(&bounds.all) {
+            rel.drop_unused(n);
         }
     }
 
@@ -976,11 +1006,24 @@ impl<'d> Grounder<'d> {
         bounds: &Bounds,
         delta_keep: &[bool],
     ) -> Result<(), GroundError> {
+        let v = self.plan_variant(ci, delta, in_scc, bounds, delta_keep.to_vec())?;
+        self.derive_planned(&v, bounds)
+    }
+
+    /// Plans rule `ci` with body literal `delta` reading the last round only (and, of that
+    /// literal's atoms, those `keep` says: see `DeltaProjection`).
+    fn plan_variant(
+        &mut self,
+        ci: usize,
+        delta: Option<usize>,
+        in_scc: &[bool],
+        bounds: &Bounds,
+        keep: Vec<bool>,
+    ) -> Result<Variant, GroundError> {
         let conj = &self.conjs[ci];
         let head_rel = conj.head.rel;
         self.check_time(head_rel)?;
         let clock = Instant::now();
-        let (line, _) = self.rule_span(conj);
         let plan: Plan = join::plan(
             conj,
             delta,
@@ -996,6 +1039,114 @@ impl<'d> Grounder<'d> {
             Item::Pos(a) => (head_rel, a.rel),
             _ => unreachable!("head_literal returns positive literals"),
         });
+        let size = first_scan_size(&plan, bounds, &keep);
+        Ok(Variant {
+            ci,
+            keep,
+            plan,
+            head_item,
+            cache_key,
+            size,
+            plan_time: clock.elapsed(),
+        })
+    }
+
+    /// Runs the planned variants of a round and adds the atoms they derive, in their order. A
+    /// round with enough to do (`PARALLEL_ROUND`) runs its joins on `derive_threads` threads
+    /// against the term store and relations as they were at the round's start, each join
+    /// collecting its heads, and then takes the heads in the order the variants come in,
+    /// as if each had run in turn (`merge_variant`): the atoms, their order and the terms'
+    /// ids are the same on any number of threads.
+    fn run_round(&mut self, round: &[Variant], bounds: &Bounds) -> Result<(), GroundError> {
+        // The variants of one head relation form a chain, run in order on one thread: each
+        // knows the heads the earlier ones found, as it would on this thread (where they
+        // hold), and skips them (chess's check test has six rules, of which the later ones
+        // find nearly every head of the first two again). Variants of different relations
+        // cannot find each other's heads.
+        let mut chains: Vec<Vec<usize>> = Vec::new();
+        let mut chain_of: FxHashMap<RelId, usize> = FxHashMap::default();
+        for (k, v) in round.iter().enumerate() {
+            let next = chains.len();
+            let c = *chain_of.entry(self.conjs[v.ci].head.rel).or_insert(next);
+            if c == next {
+                chains.push(Vec::new());
+            }
+            chains[c].push(k);
+        }
+        let total: usize = round.iter().map(|v| v.size).sum();
+        let threads = self.derive_threads.min(chains.len());
+        if threads <= 1 || total < self.parallel_round {
+            for v in round {
+                self.derive_planned(v, bounds)?;
+            }
+            return Ok(());
+        }
+        // Every cache of heads by position that a variant reads, as long as its relation is
+        // at the round's start: the joins share them and only read them.
+        for v in round {
+            if let Some(key) = v.cache_key {
+                let len = self.relations[key.1 as usize].rows.len();
+                self.head_at.entry(key).or_default().resize(len, UNBOUND);
+            }
+        }
+        self.stats.parallel_rounds += 1;
+        // The largest first, so that no thread is left with a large one at the end.
+        let size = |c: &Vec<usize>| c.iter().map(|&k| round[k].size).sum::<usize>();
+        chains.sort_by_key(|c| std::cmp::Reverse(size(c)));
+        let outs: Vec<std::sync::Mutex<Option<Collected>>> =
+            round.iter().map(|_| Default::default()).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        {
+            let cx = FrozenCx {
+                conjs: &self.conjs,
+                store: &self.store,
+                relations: &self.relations,
+                bounds,
+                head_at: &self.head_at,
+                rel_names: &self.rel_names,
+                deadline: self.deadline,
+                room: self.limits.max_atoms.saturating_sub(self.atoms),
+                max_atoms: self.limits.max_atoms,
+                unshared: [self.k.legal, self.k.goal],
+            };
+            let work = || loop {
+                let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(chain) = chains.get(j) else {
+                    break;
+                };
+                let mut state = Chain::default();
+                for &k in chain {
+                    let collected = collect_heads(&cx, &round[k], &mut state);
+                    *outs[k].lock().expect("no join thread panics holding its slot") = Some(collected);
+                }
+            };
+            std::thread::scope(|s| {
+                for _ in 1..threads {
+                    s.spawn(work);
+                }
+                work();
+            });
+        }
+        for (v, out) in round.iter().zip(outs) {
+            let collected = out
+                .into_inner()
+                .expect("no join thread panics holding its slot")
+                .expect("every variant of the round has run");
+            self.merge_variant(v, collected)?;
+        }
+        Ok(())
+    }
+
+    /// Runs a planned variant on this thread and adds the atoms it derives.
+    fn derive_planned(&mut self, v: &Variant, bounds: &Bounds) -> Result<(), GroundError> {
+        let ci = v.ci;
+        let conj = &self.conjs[ci];
+        let head_rel = conj.head.rel;
+        self.check_time(head_rel)?;
+        let clock = Instant::now();
+        let plan = &v.plan;
+        let head_item = v.head_item;
+        let cache_key = v.cache_key;
         let mut head_at = cache_key
             .and_then(|key| self.head_at.remove(&key))
             .unwrap_or_default();
@@ -1003,16 +1154,8 @@ impl<'d> Grounder<'d> {
             head_at.resize(self.relations[r as usize].rows.len(), UNBOUND);
         }
         let head = &conj.head;
-        let mut heads = Heads {
-            sym: head.sym,
-            arity: head.args.len(),
-            batched: !head.args.is_empty() && head.args.iter().all(|p| !matches!(p, Pat::Func(..))),
-            args: Vec::new(),
-            at: Vec::new(),
-            pending: Vec::new(),
-            pending_pos: Vec::new(),
-            room: self.limits.max_atoms.saturating_sub(self.atoms),
-        };
+        let mut heads = Heads::new(head, self.limits.max_atoms.saturating_sub(self.atoms));
+        let mut solutions = 0usize;
         let result = {
             let mut exec = Exec::new(
                 StoreRef::Mut(&mut self.store),
@@ -1021,15 +1164,14 @@ impl<'d> Grounder<'d> {
                 Mode::Derive,
                 self.deadline,
             );
-            exec.delta_keep = delta_keep;
+            exec.delta_keep = &v.keep;
             if let Some(i) = head_item {
                 exec.head_item = i;
-                exec.head_at = std::mem::take(&mut head_at);
+                exec.head_at = std::borrow::Cow::Owned(std::mem::take(&mut head_at));
             }
             let name = &self.rel_names[head_rel as usize];
             let max_atoms = self.limits.max_atoms;
             let budget = self.budget;
-            let mut solutions = 0usize;
             let to_stop = |e: &'static str| {
                 let value = if e == "term_depth" {
                     MAX_TERM_DEPTH as usize
@@ -1038,7 +1180,7 @@ impl<'d> Grounder<'d> {
                 };
                 Stop::Error(limit(e, value, name))
             };
-            let r = exec.run(conj, &plan, &mut |ex: &mut Exec| {
+            let r = exec.run(conj, plan, &mut |ex: &mut Exec| {
                 solutions += 1;
                 if solutions > budget {
                     return Err(Stop::Error(limit(OVER_BUDGET, budget, name)));
@@ -1075,14 +1217,104 @@ impl<'d> Grounder<'d> {
                 Ok(()) | Err(Stop::Found) => heads.flush(&mut exec.store).map_err(to_stop),
                 r => r,
             };
-            if self.derive_costs.len() < self.conjs.len() {
-                self.derive_costs
-                    .resize_with(self.conjs.len(), DeriveCost::default);
-            }
-            self.derive_costs[ci].solutions += solutions;
-            head_at = std::mem::take(&mut exec.head_at);
+            head_at = std::mem::take(&mut exec.head_at).into_owned();
             r
         };
+        let time = v.plan_time + clock.elapsed();
+        self.finish_variant(v, result, heads, head_at, solutions, time)
+    }
+
+    /// Takes the heads a variant's join collected on a join thread (`collect_heads`) in the
+    /// order it found them, as `derive_planned` takes them from the join itself: each head is
+    /// made (interned), and is new unless it holds (an earlier variant of the round added
+    /// it). Every head the join on this thread would have found and the join thread did not
+    /// collect held already or was found before in the round, so its term existed: the new
+    /// terms are made in the same order, and get the same ids.
+    fn merge_variant(&mut self, v: &Variant, c: Collected) -> Result<(), GroundError> {
+        let conj = &self.conjs[v.ci];
+        let head_rel = conj.head.rel;
+        self.check_time(head_rel)?;
+        let clock = Instant::now();
+        let head = &conj.head;
+        let mut head_at = v
+            .cache_key
+            .and_then(|key| self.head_at.remove(&key))
+            .unwrap_or_default();
+        if let Some((_, r)) = v.cache_key {
+            head_at.resize(self.relations[r as usize].rows.len(), UNBOUND);
+            for &(p, t) in &c.found_at {
+                head_at[p] = t;
+            }
+        }
+        let name = &self.rel_names[head_rel as usize];
+        let max_atoms = self.limits.max_atoms;
+        let to_error = |e: &'static str| {
+            let value = if e == "term_depth" {
+                MAX_TERM_DEPTH as usize
+            } else {
+                max_atoms
+            };
+            Stop::Error(limit(e, value, name))
+        };
+        let mut heads = Heads::new(head, max_atoms.saturating_sub(self.atoms));
+        let vars = head_vars(head);
+        let w = vars.len();
+        let mut result = Ok(());
+        if heads.batched {
+            for (k, &pos) in c.pos.iter().enumerate() {
+                let vals = &c.vals[k * w..(k + 1) * w];
+                for p in head.args.iter() {
+                    heads.args.push(match p {
+                        Pat::Var(x) => vals[vars.iter().position(|y| y == x).expect("a head variable")],
+                        Pat::Ground(g) => *g,
+                        Pat::Func(..) => unreachable!("batched heads have no function terms"),
+                    });
+                }
+                heads.at.push(pos);
+                if heads.at.len() == HEAD_BATCH {
+                    if let Err(e) = heads.flush(&mut self.store) {
+                        result = Err(to_error(e));
+                        break;
+                    }
+                }
+            }
+        } else {
+            let mut binds = vec![UNBOUND; conj.nvars];
+            let mut stack = Vec::new();
+            for (k, &pos) in c.pos.iter().enumerate() {
+                for (j, &x) in vars.iter().enumerate() {
+                    binds[x as usize] = c.vals[k * w + j];
+                }
+                let t = join::build_atom(&mut self.store, head, &binds, &mut stack);
+                if let Err(e) = heads.found(&mut self.store, t, pos) {
+                    result = Err(to_error(e));
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            result = heads.flush(&mut self.store).map_err(to_error);
+        }
+        if result.is_ok() {
+            result = c.result;
+        }
+        let time = v.plan_time + c.time + clock.elapsed();
+        self.finish_variant(v, result, heads, head_at, c.solutions, time)
+    }
+
+    /// Adds the new atoms a variant found (`heads.pending`), or reports the error its join
+    /// stopped with, and keeps its costs.
+    fn finish_variant(
+        &mut self,
+        v: &Variant,
+        result: Result<(), Stop>,
+        heads: Heads,
+        mut head_at: Vec<TermId>,
+        solutions: usize,
+        time: Duration,
+    ) -> Result<(), GroundError> {
+        let ci = v.ci;
+        let head_rel = self.conjs[ci].head.rel;
         let Heads {
             pending, pending_pos, ..
         } = heads;
@@ -1095,19 +1327,25 @@ impl<'d> Grounder<'d> {
             Err(Stop::Time) => return Err(self.time_limit(head_rel)),
             Err(Stop::Error(e)) => return Err(e),
         }
+        if self.derive_costs.len() < self.conjs.len() {
+            self.derive_costs
+                .resize_with(self.conjs.len(), DeriveCost::default);
+        }
+        let (line, _) = self.rule_span(&self.conjs[ci]);
         let derived = pending.len();
         let cost = &mut self.derive_costs[ci];
         if cost.runs == 0 {
             cost.line = line;
             cost.relation.clone_from(&self.rel_names[head_rel as usize]);
         }
-        cost.time += clock.elapsed();
+        cost.time += time;
         cost.derived += derived;
+        cost.solutions += solutions;
         cost.runs += 1;
         for &t in &pending {
             self.add(ci, t)?;
         }
-        if let Some(key) = cache_key {
+        if let Some(key) = v.cache_key {
             for (&t, &p) in pending.iter().zip(&pending_pos) {
                 if self.store.holds(t) {
                     head_at[p] = t;
@@ -1117,7 +1355,7 @@ impl<'d> Grounder<'d> {
         }
         if let Some(i) = self.conjs[ci].rule {
             let cost = &mut self.costs[i];
-            cost.derive += clock.elapsed();
+            cost.derive += time;
             cost.derived += derived;
         }
         Ok(())
@@ -1471,6 +1709,247 @@ impl<'d> Grounder<'d> {
             stats,
         ))
     }
+}
+
+/// One rule variant of a round of the fixpoint, planned: rule `ci`, with the delta literal and
+/// the atoms of it to read (`keep`) its plan was made for.
+struct Variant {
+    ci: usize,
+    keep: Vec<bool>,
+    plan: Plan,
+    /// The literal whose position tells the head (`head_literal`), and the key of the heads
+    /// known by its position (`Grounder::head_at`).
+    head_item: Option<usize>,
+    cache_key: Option<(RelId, RelId)>,
+    /// How many atoms the plan's first scan reads: what `Grounder::run_round` goes by.
+    size: usize,
+    plan_time: Duration,
+}
+
+/// The least number of atoms the first scans of a round's variants read together (see
+/// [`first_scan_size`]) for the round to run on several threads. Most rounds of a game's
+/// component have little to do (a step counter's round finds a handful of atoms); for them a
+/// thread would cost more than it saves. The choice changes nothing but the time.
+const PARALLEL_ROUND: usize = 256;
+
+/// How many atoms the first scan of `plan` reads (in a sub-join, if the plan begins with one):
+/// a cheap measure of a variant's work, read from the plan and the round's bounds alone.
+fn first_scan_size(plan: &Plan, bounds: &Bounds, keep: &[bool]) -> usize {
+    let mut steps = &plan.steps[..];
+    loop {
+        match steps
+            .iter()
+            .find(|s| matches!(s, Step::Scan { .. } | Step::Sub { .. }))
+        {
+            Some(Step::Scan { rel, range, .. }) => {
+                let r = *rel as usize;
+                return match range {
+                    join::Range::Old => bounds.old[r],
+                    join::Range::All => bounds.all[r],
+                    join::Range::Delta if keep.is_empty() => bounds.all[r] - bounds.old[r],
+                    join::Range::Delta => keep.iter().filter(|&&k| k).count(),
+                };
+            }
+            Some(Step::Sub { sub }) => steps = &plan.subs[*sub].steps,
+            _ => return 0,
+        }
+    }
+}
+
+/// The variables of `head`, in order of first occurrence.
+fn head_vars(head: &AtomPat) -> Vec<u32> {
+    let mut vars = Vec::new();
+    head.for_each_var(&mut |v| {
+        if !vars.contains(&v) {
+            vars.push(v);
+        }
+    });
+    vars
+}
+
+/// What the join threads of a round of the fixpoint read (see `Grounder::run_round`): the
+/// term store, relations and heads known by position as they were at the round's start.
+struct FrozenCx<'a> {
+    conjs: &'a [Conj],
+    store: &'a TermStore,
+    relations: &'a [Relation],
+    bounds: &'a Bounds,
+    head_at: &'a FxHashMap<(RelId, RelId), Vec<TermId>>,
+    rel_names: &'a [String],
+    deadline: Instant,
+    /// How many new atoms the limit on atoms left room for at the round's start, and the limit.
+    room: usize,
+    max_atoms: usize,
+    /// The relations whose heads a chain does not share (`Chain`): `legal` and `goal`, some of
+    /// whose heads are never added (`Grounder::add`).
+    unshared: [RelId; 2],
+}
+
+/// What a join thread hands from one variant of a chain (the variants of a round with one
+/// head relation, see `Grounder::run_round`) to the next, so that each knows the heads the
+/// earlier ones found, as it would if they had been added: the set of heads found, and its
+/// own copy of each set of heads known by position, with the positions of those heads marked
+/// `COLLECTED`. Only for heads of variables and constants, of a relation whose heads are all
+/// added.
+#[derive(Default)]
+struct Chain {
+    heads: Option<HeadsFound>,
+    head_at: FxHashMap<(RelId, RelId), Vec<TermId>>,
+    /// How many heads the earlier variants collected: atoms they add.
+    collected: usize,
+}
+
+/// Marks, in a chain's copy of the heads known by position, a head an earlier variant found:
+/// not a term id (it may have none yet), only not `UNBOUND`. Term ids stay far below it.
+const COLLECTED: TermId = UNBOUND - 1;
+
+/// The heads one variant's join found on a join thread, in the order found, each once, for
+/// `Grounder::merge_variant`: those that did not hold at the round's start.
+struct Collected {
+    /// The values of the head's variables (`head_vars`) of each head, one after another.
+    vals: Vec<TermId>,
+    /// The position the variant's `head_item` scan matched for each head.
+    pos: Vec<usize>,
+    /// The heads `Step::HeadKnown` found to hold, by position (`Exec::head_at_found`).
+    found_at: Vec<(usize, TermId)>,
+    solutions: usize,
+    /// How the join ended; an error comes after the heads collected before it.
+    result: Result<(), Stop>,
+    time: Duration,
+}
+
+/// Runs variant `v`'s join against the store and relations of `cx`, which it only reads, and
+/// collects its heads. A head that held at the round's start is left out, as is one found
+/// before in the same join or, in a chain that shares its heads, by an earlier variant of
+/// the chain (`Exec::heads_found`, `Chain`): the join on the calling thread has those marked
+/// in the store. A head another variant before `v` in the round added is not known here (in
+/// a chain that shares no heads); `Grounder::merge_variant` finds it held.
+fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
+    let clock = Instant::now();
+    let conj = &cx.conjs[v.ci];
+    let head = &conj.head;
+    let vars = head_vars(head);
+    let mut c = Collected {
+        vals: Vec::new(),
+        pos: Vec::new(),
+        found_at: Vec::new(),
+        solutions: 0,
+        result: Ok(()),
+        time: Duration::ZERO,
+    };
+    let share = !cx.unshared.contains(&head.rel) && Heads::new(head, 0).batched;
+    let mut exec = Exec::new(
+        StoreRef::Shared(cx.store),
+        cx.relations,
+        cx.bounds,
+        Mode::Derive,
+        cx.deadline,
+    );
+    exec.delta_keep = &v.keep;
+    if let (Some(i), Some(key)) = (v.head_item, v.cache_key) {
+        exec.head_item = i;
+        let round_start = cx.head_at.get(&key).map_or(&[][..], |h| &h[..]);
+        exec.head_at = if share {
+            exec.note_head_at = true;
+            std::borrow::Cow::Owned(chain.head_at.remove(&key).unwrap_or_else(|| round_start.to_vec()))
+        } else {
+            std::borrow::Cow::Borrowed(round_start)
+        };
+    }
+    exec.heads_found = Some(match chain.heads.take() {
+        Some(h) if share => h.for_head(head.args.clone()),
+        _ if share => HeadsFound::new(head.args.clone()),
+        _ => HeadsFound::new(vars.iter().map(|&x| Pat::Var(x)).collect()),
+    });
+    let name = &cx.rel_names[conj.head.rel as usize];
+    // Heads collected by the chain's earlier variants are atoms added before this one.
+    let held = cx.bounds.all[head.rel as usize];
+    let room = if share {
+        cx.room.saturating_sub(chain.collected)
+    } else {
+        cx.room
+    }
+    .saturating_add(held);
+    let r = exec.run(conj, &v.plan, &mut |ex: &mut Exec| {
+        c.solutions += 1;
+        if !ex.new_head() {
+            return Ok(());
+        }
+        if join::atom_depth(&ex.store, head, &ex.binds) > MAX_TERM_DEPTH {
+            return Err(Stop::Error(limit("term_depth", MAX_TERM_DEPTH as usize, name)));
+        }
+        c.vals.extend(vars.iter().map(|&x| ex.binds[x as usize]));
+        c.pos.push(ex.head_pos);
+        // A head collected here is new, or held at the round's start (at most `held` of
+        // them, as they are different atoms of the relation), or (when the chain shares no
+        // heads) was added by an earlier variant of the round. So more of them than the room
+        // left at this variant's start and `held` means more new atoms than the room left
+        // when its turn comes: `merge_variant` finds the limit passed among the heads
+        // collected, and this error is the one it would report. (Looking each head up here
+        // to leave out those that hold would cost a cache miss each, which the merge's
+        // batched interning overlaps.)
+        if c.pos.len() > room {
+            return Err(Stop::Error(limit("max_atoms", cx.max_atoms, name)));
+        }
+        Ok(())
+    });
+    c.found_at = std::mem::take(&mut exec.head_at_found);
+    if Heads::new(head, 0).batched {
+        drop_held(cx.store, head, &vars, &mut c);
+    }
+    if share {
+        chain.heads = exec.heads_found.take();
+        chain.collected += c.pos.len();
+        if let Some(key) = v.cache_key {
+            let mut head_at = std::mem::take(&mut exec.head_at).into_owned();
+            for &p in &c.pos {
+                if let Some(h) = head_at.get_mut(p) {
+                    *h = COLLECTED;
+                }
+            }
+            chain.head_at.insert(key, head_at);
+        }
+    }
+    c.result = match r {
+        Ok(()) | Err(Stop::Found) => Ok(()),
+        r => r,
+    };
+    c.time = clock.elapsed();
+    c
+}
+
+/// Leaves out of `c` the heads (of variables and constants) that held at the round's start:
+/// the merge would only find them held, after a cache miss each on the main thread. They are
+/// looked up here `HEAD_BATCH` at a time after `TermStore::touch`, whose loads overlap.
+fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected) {
+    let w = vars.len();
+    let arity = head.args.len();
+    let mut args: Vec<TermId> = Vec::with_capacity(HEAD_BATCH * arity);
+    let mut kept = 0;
+    let n = c.pos.len();
+    for start in (0..n).step_by(HEAD_BATCH) {
+        let end = (start + HEAD_BATCH).min(n);
+        args.clear();
+        for k in start..end {
+            let vals = &c.vals[k * w..(k + 1) * w];
+            args.extend(head.args.iter().map(|p| match p {
+                Pat::Var(x) => vals[vars.iter().position(|y| y == x).expect("a head variable")],
+                Pat::Ground(g) => *g,
+                Pat::Func(..) => unreachable!("batched heads have no function terms"),
+            }));
+        }
+        store.touch(head.sym, arity, &args);
+        for (k, one) in (start..end).zip(args.chunks_exact(arity)) {
+            if store.find(head.sym, one).is_some_and(|t| store.holds(t)) {
+                continue;
+            }
+            c.vals.copy_within(k * w..(k + 1) * w, kept * w);
+            c.pos[kept] = c.pos[k];
+            kept += 1;
+        }
+    }
+    c.vals.truncate(kept * w);
+    c.pos.truncate(kept);
 }
 
 /// What the join threads of instantiation read (see `Grounder::instantiate`).
@@ -1833,6 +2312,19 @@ struct Heads {
 }
 
 impl Heads {
+    fn new(head: &AtomPat, room: usize) -> Heads {
+        Heads {
+            sym: head.sym,
+            arity: head.args.len(),
+            batched: !head.args.is_empty() && head.args.iter().all(|p| !matches!(p, Pat::Func(..))),
+            args: Vec::new(),
+            at: Vec::new(),
+            pending: Vec::new(),
+            pending_pos: Vec::new(),
+            room,
+        }
+    }
+
     /// Takes note of head atom `t`, found where `head_item` matched position `pos`.
     fn found(&mut self, store: &mut TermStore, t: TermId, pos: usize) -> Result<(), &'static str> {
         if store.flags(t) == 0 {

@@ -70,7 +70,12 @@ pub(crate) struct Index {
 }
 
 impl Index {
+    /// Indexes the atoms of `rows` not indexed yet. `rows` is a prefix of the relation: the
+    /// fixpoint indexes only the atoms of the round's bounds (see [`Relation::index`]).
     fn catch_up(&mut self, rows: &[TermId], store: &TermStore) {
+        if self.upto >= rows.len() {
+            return;
+        }
         'rows: for (pos, &row) in rows.iter().enumerate().skip(self.upto) {
             let mut h = rustc_hash::FxHasher::default();
             for p in self.probes.iter() {
@@ -115,8 +120,11 @@ pub(crate) struct Relation {
 }
 
 impl Relation {
-    /// The index with these probes, made and brought up to date as needed.
-    fn index(&mut self, probes: &[Probe], store: &TermStore) -> usize {
+    /// The index with these probes, made and brought up to date with the first `n` atoms as
+    /// needed. A join reads no atom past the bounds of its round (`Bounds::all`), and indexing
+    /// only up to them keeps what planning sees (the average bucket) a function of the round's
+    /// bounds, not of what the round's earlier rules have added since.
+    fn index(&mut self, probes: &[Probe], store: &TermStore, n: usize) -> usize {
         let i = match self.indexes.iter().position(|ix| *ix.probes == *probes) {
             Some(i) => i,
             None => {
@@ -131,33 +139,42 @@ impl Relation {
                 self.indexes.len() - 1
             }
         };
-        self.indexes[i].catch_up(&self.rows, store);
+        self.indexes[i].catch_up(&self.rows[..n], store);
         i
     }
 
-    /// The expected number of atoms a lookup with these probes finds. An existing index (or a
-    /// new one, for a small relation) says exactly; for a large relation without one, each
-    /// known value is assumed to keep a tenth of the atoms, so that planning does not build
-    /// indexes it may never use.
-    fn estimate(&mut self, probes: &[Probe], store: &TermStore) -> f64 {
+    /// The expected number of atoms a lookup with these probes finds among the first `n`
+    /// atoms (the round's bounds). An existing index (or a new one, for a small relation) says
+    /// exactly; for a large relation without one, each known value is assumed to keep a tenth
+    /// of the atoms, so that planning does not build indexes it may never use.
+    fn estimate(&mut self, probes: &[Probe], store: &TermStore, n: usize) -> f64 {
         if probes.is_empty() {
-            return self.rows.len() as f64;
+            return n as f64;
         }
         // Indexes made while the relation was small only to estimate costs would otherwise be
-        // kept up to date for ever.
-        if self.rows.len() > SMALL_RELATION {
-            self.indexes.retain(|ix| ix.used);
-        }
+        // kept up to date for ever. (The fixpoint drops them at the start of each round, see
+        // `Relation::drop_unused`, so that no index moves while the round's plans hold its
+        // number; this is then a no-op there.)
+        self.drop_unused(n);
         if let Some(ix) = self.indexes.iter_mut().find(|ix| *ix.probes == *probes) {
-            ix.catch_up(&self.rows, store);
+            ix.catch_up(&self.rows[..n], store);
             return ix.average_bucket();
         }
-        if self.rows.len() <= SMALL_RELATION {
-            let ix = self.index(probes, store);
+        if n <= SMALL_RELATION {
+            let ix = self.index(probes, store, n);
             return self.indexes[ix].average_bucket();
         }
         let values = probes.iter().filter(|p| !p.functor).count();
-        (self.rows.len() as f64 * 0.1f64.powi(values as i32)).max(1.0)
+        (n as f64 * 0.1f64.powi(values as i32)).max(1.0)
+    }
+
+    /// Drops the indexes that only planning made, to estimate, when the relation has more
+    /// than `SMALL_RELATION` of its first `n` atoms: planning no longer makes an index to
+    /// estimate for such a relation, and keeping them up to date would cost for ever.
+    pub fn drop_unused(&mut self, n: usize) {
+        if n > SMALL_RELATION {
+            self.indexes.retain(|ix| ix.used);
+        }
     }
 
     /// Bytes held by the indexes, roughly.
@@ -429,10 +446,10 @@ impl Planner<'_> {
         };
         let range = self.range_of(i, a.rel);
         let record = self.mode == Mode::Instantiate && self.dynamic[a.rel as usize];
-        let (step, cost) = scan_step(i, a, bound, range, record, relations, store);
+        let (step, cost) = scan_step(i, a, bound, range, record, self.bounds, relations, store);
         // A scan limited to some rounds finds that share of the atoms.
         let r = a.rel as usize;
-        let total = relations[r].rows.len().max(1) as f64;
+        let total = self.bounds.all[r].max(1) as f64;
         let share = match range {
             Range::All => 1.0,
             Range::Old => self.bounds.old[r] as f64 / total,
@@ -831,7 +848,7 @@ pub(crate) fn delta_can_match(
         return true;
     }
     let relation = &mut relations[r];
-    let ix = relation.index(&probes, store);
+    let ix = relation.index(&probes, store, hi);
     relation.indexes[ix].used = true;
     let mut h = rustc_hash::FxHasher::default();
     for src in &key {
@@ -945,12 +962,12 @@ pub(crate) fn plan(
             mark_out_known(conj, i, sp);
         }
     }
-    finish_indexes(&mut steps, relations, store);
+    finish_indexes(&mut steps, bounds, relations, store);
     for sub in &mut subs {
-        finish_indexes(&mut sub.steps, relations, store);
+        finish_indexes(&mut sub.steps, bounds, relations, store);
         if let Some(split) = &mut sub.split {
-            finish_indexes(&mut split.shared, relations, store);
-            finish_indexes(&mut split.filter, relations, store);
+            finish_indexes(&mut split.shared, bounds, relations, store);
+            finish_indexes(&mut split.filter, bounds, relations, store);
         }
     }
     Plan { steps, subs }
@@ -1055,19 +1072,22 @@ fn mark_out_known(conj: &Conj, sub: usize, sp: &mut SubPlan) {
     }
 }
 
-/// The scan of positive literal `i` given the bound variables, and its expected matches.
+/// The scan of positive literal `i` given the bound variables, and its expected matches among
+/// the atoms of the round (`bounds`).
+#[allow(clippy::too_many_arguments)]
 fn scan_step(
     i: usize,
     a: &AtomPat,
     bound: &[bool],
     range: Range,
     record: bool,
+    bounds: &Bounds,
     relations: &mut [Relation],
     store: &TermStore,
 ) -> (Step, f64) {
     let (probes, key) = probes_of(&a.args, bound);
     let rel = &mut relations[a.rel as usize];
-    let cost = rel.estimate(&probes, store);
+    let cost = rel.estimate(&probes, store, bounds.all[a.rel as usize]);
     // A literal whose variables are all bound is a lookup: prefer it to a scan of equal cost.
     let mut all_bound = true;
     a.for_each_var(&mut |v| all_bound &= bound[v as usize]);
@@ -1087,8 +1107,8 @@ fn scan_step(
     )
 }
 
-/// Makes the index every scan of `steps` needs and brings it up to date.
-fn finish_indexes(steps: &mut [Step], relations: &mut [Relation], store: &TermStore) {
+/// Makes the index every scan of `steps` needs and brings it up to date with the round's atoms.
+fn finish_indexes(steps: &mut [Step], bounds: &Bounds, relations: &mut [Relation], store: &TermStore) {
     for s in steps {
         if let Step::Scan {
             rel, index, probes, ..
@@ -1096,7 +1116,7 @@ fn finish_indexes(steps: &mut [Step], relations: &mut [Relation], store: &TermSt
         {
             if !probes.is_empty() {
                 let relation = &mut relations[*rel as usize];
-                let ix = relation.index(probes, store);
+                let ix = relation.index(probes, store, bounds.all[*rel as usize]);
                 relation.indexes[ix].used = true;
                 *index = Some(ix);
             }
@@ -1306,6 +1326,45 @@ impl FamilySolutions {
     }
 }
 
+/// The heads derivations have found, when the term store is shared with other joins and
+/// cannot mark them (see [`Exec::heads_found`]).
+pub(crate) struct HeadsFound {
+    /// What a head is known by: the head's arguments when they are variables and constants
+    /// (then joins of several rules of one relation can share the set), or else its variables.
+    key_of: Box<[Pat]>,
+    /// The key of each head found.
+    found: Memo<()>,
+    /// Scratch space for the key of the current binding.
+    key: Vec<TermId>,
+}
+
+impl HeadsFound {
+    /// An empty set of heads known by `key_of`, whose patterns are variables and constants.
+    pub fn new(key_of: Box<[Pat]>) -> HeadsFound {
+        debug_assert!(key_of.iter().all(|p| !matches!(p, Pat::Func(..))));
+        HeadsFound {
+            found: Memo::new(key_of.len()),
+            key_of,
+            key: Vec::new(),
+        }
+    }
+
+    /// The same set, for a rule whose head (of the same relation) has arguments `key_of`.
+    pub fn for_head(self, key_of: Box<[Pat]>) -> HeadsFound {
+        debug_assert_eq!(key_of.len(), self.key_of.len());
+        HeadsFound { key_of, ..self }
+    }
+
+    fn make_key(&mut self, binds: &[TermId]) {
+        self.key.clear();
+        self.key.extend(self.key_of.iter().map(|p| match p {
+            Pat::Var(v) => binds[*v as usize],
+            Pat::Ground(g) => *g,
+            Pat::Func(..) => unreachable!("heads are known by variables and constants"),
+        }));
+    }
+}
+
 /// A sub-join's results for one binding of its given variables.
 type SubEntries = Rc<[(Box<[TermId]>, SubResult)]>;
 
@@ -1379,8 +1438,12 @@ pub(crate) struct Exec<'a> {
     /// While deriving, when `head_item` is a literal with exactly the head's arguments scanned
     /// before [`Step::HeadKnown`]: the head atom of each position of that literal's relation
     /// known to hold (`UNBOUND` where not known yet). `HeadKnown` reads it before looking the
-    /// head up and fills it in; empty otherwise. See `Grounder::derive`.
-    pub head_at: Vec<TermId>,
+    /// head up and fills it in when it owns it; a join that shares it with others (a round's
+    /// derivations on several threads) notes what it found in `head_at_found` instead. Empty
+    /// otherwise. See `Grounder::derive`.
+    pub head_at: std::borrow::Cow<'a, [TermId]>,
+    /// The heads `HeadKnown` found to hold, by position, when `head_at` is shared.
+    pub head_at_found: Vec<(usize, TermId)>,
     memo: Vec<Memo<SubEntries>>,
     /// For each sub-join with a family (see `SubPlan::family`), the reference solutions of
     /// each family and out binding.
@@ -1403,6 +1466,16 @@ pub(crate) struct Exec<'a> {
     by_set: bool,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
     seen: Vec<Memo<()>>,
+    /// While deriving with the term store shared: the heads found (by this run, and by the
+    /// runs of earlier rules of the same relation that handed the set on), which
+    /// [`Step::HeadKnown`] treats as known and the solution callback adds to
+    /// ([`Exec::new_head`]). A derivation that shares the term store with other joins cannot
+    /// mark the heads it finds there (`PENDING`, `HOLDS`), and would otherwise find each one
+    /// again and again.
+    pub heads_found: Option<HeadsFound>,
+    /// Whether `HeadKnown` notes the heads it finds to hold in `head_at_found` even when it
+    /// owns `head_at`.
+    pub note_head_at: bool,
     /// For each sub-join with a [`Step::OutKnown`], the out bindings its current solve found.
     out_seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
@@ -1454,7 +1527,8 @@ impl<'a> Exec<'a> {
             aux_count: 0,
             head_item: usize::MAX,
             head_pos: 0,
-            head_at: Vec::new(),
+            head_at: std::borrow::Cow::Borrowed(&[]),
+            head_at_found: Vec::new(),
             memo: Vec::new(),
             families: Vec::new(),
             canon: &[],
@@ -1462,6 +1536,8 @@ impl<'a> Exec<'a> {
             split_sols: Vec::new(),
             by_set: true,
             seen: Vec::new(),
+            heads_found: None,
+            note_head_at: false,
             out_seen: Vec::new(),
             delta_keep: &[],
             last: Vec::new(),
@@ -1479,6 +1555,16 @@ impl<'a> Exec<'a> {
             ticks: 0,
             deadline,
         }
+    }
+
+    /// Whether the head of the current solution is not in [`Exec::heads_found`], adding it
+    /// (always true without the set).
+    pub fn new_head(&mut self) -> bool {
+        let Some(heads) = &mut self.heads_found else {
+            return true;
+        };
+        heads.make_key(&self.binds);
+        heads.found.add(&heads.key)
     }
 
     /// Runs `plan` over `conj`, calling `emit` with every solution.
@@ -1692,9 +1778,23 @@ impl<'a> Exec<'a> {
                 }
                 if let Some(t) = self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0) {
                     if cached.is_some() && self.store.holds(t) {
-                        self.head_at[self.head_pos] = t;
+                        match &mut self.head_at {
+                            std::borrow::Cow::Owned(v) => {
+                                v[self.head_pos] = t;
+                                if self.note_head_at {
+                                    self.head_at_found.push((self.head_pos, t));
+                                }
+                            }
+                            std::borrow::Cow::Borrowed(_) => self.head_at_found.push((self.head_pos, t)),
+                        }
                     }
                     return Ok(());
+                }
+                if let Some(heads) = &mut self.heads_found {
+                    heads.make_key(&self.binds);
+                    if heads.found.get(&heads.key).is_some() {
+                        return Ok(());
+                    }
                 }
                 // Every later solution of this binding would derive the same atom again: the
                 // rest of the join is an existence test, which stops at its first solution.
@@ -2392,17 +2492,51 @@ fn find(store: &TermStore, p: &Pat, binds: &[TermId], stack: &mut Vec<TermId>) -
     }
 }
 
+/// The atom `a` stands for under `binds` (which bind each of its variables), added to the
+/// store if new. `stack` is scratch space.
+pub(crate) fn build_atom(
+    store: &mut TermStore,
+    a: &AtomPat,
+    binds: &[TermId],
+    stack: &mut Vec<TermId>,
+) -> TermId {
+    let base = stack.len();
+    for p in a.args.iter() {
+        let t = build(store, p, binds, stack);
+        stack.push(t);
+    }
+    let t = store.intern(a.sym, &stack[base..]);
+    stack.truncate(base);
+    t
+}
+
+/// The depth ([`TermStore::depth`]) the atom `a` has under `binds`, without making it.
+pub(crate) fn atom_depth(store: &TermStore, a: &AtomPat, binds: &[TermId]) -> u16 {
+    fn depth(store: &TermStore, p: &Pat, binds: &[TermId]) -> u16 {
+        match p {
+            Pat::Ground(g) => store.depth(*g),
+            Pat::Var(v) => store.depth(binds[*v as usize]),
+            Pat::Func(_, ps) => ps
+                .iter()
+                .map(|p| depth(store, p, binds))
+                .max()
+                .unwrap_or(0)
+                .saturating_add(1),
+        }
+    }
+    a.args
+        .iter()
+        .map(|p| depth(store, p, binds))
+        .max()
+        .unwrap_or(0)
+        .saturating_add(1)
+}
+
 impl Exec<'_> {
     /// The atom `a` stands for under the current bindings, added to the store if new.
     pub fn build_atom(&mut self, a: &AtomPat) -> TermId {
         let mut stack = std::mem::take(&mut self.stack);
-        let base = stack.len();
-        for p in a.args.iter() {
-            let t = build(&mut self.store, p, &self.binds, &mut stack);
-            stack.push(t);
-        }
-        let t = self.store.intern(a.sym, &stack[base..]);
-        stack.truncate(base);
+        let t = build_atom(&mut self.store, a, &self.binds, &mut stack);
         self.stack = stack;
         t
     }

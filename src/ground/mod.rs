@@ -93,3 +93,19 @@ fn ground_with_join_threads(
     g.eliminate()?;
     g.instantiate().map(|(g, _)| g)
 }
+
+/// [`ground_with_stats`] with the joins of every round of the fixpoint that has variants of
+/// several relations on `threads` threads, however little it has to do.
+#[cfg(test)]
+fn ground_with_derive_threads(
+    desc: &Description,
+    limits: &GroundLimits,
+    threads: usize,
+) -> Result<(Grounded, GroundStats), GroundError> {
+    let mut g = grounder::Grounder::new(desc, limits, &GroundOptions::default())?;
+    g.derive_threads = threads;
+    g.parallel_round = 0;
+    g.fixpoint()?;
+    g.eliminate()?;
+    g.instantiate()
+}

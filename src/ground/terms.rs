@@ -188,6 +188,16 @@ impl TermStore {
         while self.table.len() < 2 * (self.offsets.len() + n + 1) {
             self.grow();
         }
+        self.touch(functor, arity, args);
+    }
+
+    /// Brings into the cache the table slots of the terms `functor(args…)` and the records
+    /// they name, as [`TermStore::warm`] does, for looking the terms up (`find`) rather than
+    /// adding them: a store shared by several threads only reads.
+    pub fn touch(&self, functor: Symbol, arity: usize, args: &[TermId]) {
+        if self.table.is_empty() {
+            return;
+        }
         let mask = self.table.len() - 1;
         let mut touched = 0u64;
         for one in args.chunks_exact(arity.max(1)) {
