@@ -169,6 +169,17 @@ fn limit(limit: &'static str, value: usize, relation: &str) -> GroundError {
     }
 }
 
+/// The error of a limit that [`Heads`] reported (`"term_depth"` or `"max_atoms"`) while adding
+/// the heads of `relation`.
+fn heads_limit(e: &'static str, max_atoms: usize, relation: &str) -> Stop {
+    let value = if e == "term_depth" {
+        MAX_TERM_DEPTH as usize
+    } else {
+        max_atoms
+    };
+    Stop::Error(limit(e, value, relation))
+}
+
 impl<'d> Grounder<'d> {
     pub fn new(
         desc: &'d Description,
@@ -1172,14 +1183,7 @@ impl<'d> Grounder<'d> {
             let name = &self.rel_names[head_rel as usize];
             let max_atoms = self.limits.max_atoms;
             let budget = self.budget;
-            let to_stop = |e: &'static str| {
-                let value = if e == "term_depth" {
-                    MAX_TERM_DEPTH as usize
-                } else {
-                    max_atoms
-                };
-                Stop::Error(limit(e, value, name))
-            };
+            let to_stop = |e: &'static str| heads_limit(e, max_atoms, name);
             let r = exec.run(conj, plan, &mut |ex: &mut Exec| {
                 solutions += 1;
                 if solutions > budget {
@@ -1248,14 +1252,7 @@ impl<'d> Grounder<'d> {
         }
         let name = &self.rel_names[head_rel as usize];
         let max_atoms = self.limits.max_atoms;
-        let to_error = |e: &'static str| {
-            let value = if e == "term_depth" {
-                MAX_TERM_DEPTH as usize
-            } else {
-                max_atoms
-            };
-            Stop::Error(limit(e, value, name))
-        };
+        let to_error = |e: &'static str| heads_limit(e, max_atoms, name);
         let mut heads = Heads::new(head, max_atoms.saturating_sub(self.atoms));
         let vars = head_vars(head);
         let w = vars.len();
