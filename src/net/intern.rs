@@ -64,6 +64,26 @@ impl Interner {
         None
     }
 
+    /// The number in the set for which `eq` holds, among those whose content hashed to
+    /// `hash`; `None` if there is none.
+    pub fn find(&self, hash: u64, eq: impl Fn(u32) -> bool) -> Option<u32> {
+        let tag = hash & !0xffff_ffff;
+        let mut pos = hash as usize & self.mask;
+        loop {
+            let slot = self.slots[pos];
+            if slot == 0 {
+                return None;
+            }
+            if slot & !0xffff_ffff == tag {
+                let found = (slot as u32).wrapping_sub(1);
+                if eq(found) {
+                    return Some(found);
+                }
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+
     /// Empties the set, keeping its slots.
     pub fn clear(&mut self) {
         self.slots.fill(0);

@@ -372,7 +372,13 @@ fn references(arena: &Arena, outputs: &Outputs, mut each: impl FnMut(Lit, usize)
 
 /// Rebuilds the signed net, merging equal ands and keeping only what the outputs need. An and
 /// that only ands read, unnegated, hands its operands to them and goes where that pays.
-fn rebuild(old: &Arena, outputs: &Outputs, table: Interner) -> (Arena, Outputs) {
+///
+/// `table` holds every and of `old` ([`to_signed`] hash-consed them all). The rebuild is
+/// first tried without hash-consing the ands that no flattening touches
+/// ([`rebuild_untouched`]), which is exact unless flattening makes two gates equal or folds
+/// one; when it meets that, the table is emptied and the ands are all hash-consed in it
+/// ([`rebuild_hashed`]). `hash_all` goes there at once (the tests compare both ways).
+fn rebuild(old: &Arena, outputs: &Outputs, mut table: Interner, hash_all: bool) -> (Arena, Outputs) {
     // How many times live ands read each node unnegated.
     let mut unnegated = vec![0u32; old.nodes.len()];
     let refs = references(old, outputs, |l, _| {
@@ -380,6 +386,146 @@ fn rebuild(old: &Arena, outputs: &Outputs, table: Interner) -> (Arena, Outputs) 
             unnegated[node_of(l)] += 1;
         }
     });
+    if !hash_all {
+        if let Some(done) = rebuild_untouched(old, outputs, &table, &refs, &unnegated) {
+            return done;
+        }
+        #[cfg(test)]
+        FALLBACKS.with(|f| f.set(f.get() + 1));
+    }
+    table.clear();
+    rebuild_hashed(old, outputs, table, &refs, &unnegated)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread's [`rebuild`] found that [`rebuild_untouched`] would not do.
+    pub(super) static FALLBACKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The signed net as [`rebuild_hashed`] rebuilds it, if flattening merges and folds no gate;
+/// `None` if it may. `table` holds every and of `old`, hashed by its operands.
+///
+/// `old` is hash-consed, no two ands with the same operands. While no gate is merged or
+/// folded, every node the outputs need becomes a node of its own, numbered in the order of
+/// `old`, so what the old nodes become is in the same order as they are, and the signs of
+/// the operands are kept: an and none of whose operands is flattened into it (untouched)
+/// reads the images of its old operands, still sorted and distinct, which no other untouched
+/// and reads (its old operands being those of no other and). So only an and that flattening
+/// touched can equal another gate: it is looked up among the touched ands written before it,
+/// and among the ands of `old` whose operands are its own, taken back to the old nodes; if
+/// either finds a needed one, the ands are merged in [`rebuild_hashed`], which is then run.
+/// The untouched ands are neither sorted nor hashed (most of the gates: on chess about nine
+/// in ten of a round's ands).
+fn rebuild_untouched(
+    old: &Arena,
+    outputs: &Outputs,
+    table: &Interner,
+    refs: &[u32],
+    unnegated: &[u32],
+) -> Option<(Arena, Outputs)> {
+    let mut arena = Arena::with_table(old.nodes.len(), old.ops.len(), false, Interner::with_capacity(0));
+    // The touched ands, hashed by their operands in `arena`.
+    let mut touched = Interner::with_capacity(1 << 10);
+    let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
+    // The old node each node of `arena` comes from.
+    let mut back: Vec<u32> = Vec::with_capacity(old.nodes.len());
+    back.push(0);
+    let mut flatten: Vec<Flatten> = vec![NO_FLATTEN; old.nodes.len()];
+    let mut preimage: Vec<Lit> = Vec::new();
+    for (n, node) in old.nodes.iter().enumerate() {
+        if refs[n] == 0 {
+            continue;
+        }
+        let before = arena.nodes.len();
+        let m = match node {
+            &SNode::Leaf(k) => arena.leaf(&old.leaf_nodes[k as usize]),
+            SNode::And(r) => {
+                let start = arena.ops.len();
+                let hint = old.or_hint[n] as Flatten;
+                let mut touches = false;
+                for &l in &old.ops[r.start as usize..r.end as usize] {
+                    let x = node_of(l);
+                    let m = map[x] ^ (l & 1);
+                    if flatten[x] == hint && !negated(l) {
+                        touches = true;
+                        arena.ops.extend_from_within(ops_range(&arena, m));
+                    } else {
+                        arena.ops.push(m);
+                    }
+                }
+                if touches {
+                    let len = canonical(&mut arena.ops[start..]).ok()?;
+                    arena.ops.truncate(start + len);
+                    let ops = &arena.ops[start..];
+                    let id = u32::try_from(arena.nodes.len()).expect("fewer than 2^31 nodes");
+                    let (nodes, all_ops) = (&arena.nodes, &arena.ops);
+                    let ops_of = |id: u32| match &nodes[id as usize] {
+                        SNode::And(r) => &all_ops[r.start as usize..r.end as usize],
+                        SNode::Leaf(_) => &[],
+                    };
+                    let hash = fx_hash(ops);
+                    if touched
+                        .find_or_insert(hash, id, |id| ops_of(id) == ops, |id| fx_hash(ops_of(id)))
+                        .is_some()
+                    {
+                        return None;
+                    }
+                    // Each node of `arena` comes from one old node, in order, so the old
+                    // operands are sorted as these are.
+                    preimage.clear();
+                    preimage.extend(ops.iter().map(|&l| back[node_of(l)] << 1 | (l & 1)));
+                    let same = table.find(fx_hash(&preimage), |u| old.and_ops(u << 1) == Some(&preimage[..]));
+                    if same.is_some_and(|u| refs[u as usize] > 0) {
+                        return None;
+                    }
+                }
+                let range = start as u32..arena.ops.len() as u32;
+                arena.push(SNode::And(range), old.or_hint[n])
+            }
+        };
+        if arena.nodes.len() > before {
+            back.push(n as u32);
+        } else if n != 0 {
+            // Node 0, the constant, is there already; any other node met again is a merge.
+            return None;
+        }
+        map[n] = m;
+        flatten[n] = flatten_of(&arena, old, refs, unnegated, n, m);
+    }
+    Some((arena, rebuilt_outputs(outputs, refs, &map)))
+}
+
+/// Where the operands of the flattened and `m` of `arena` are in `arena.ops`.
+fn ops_range(arena: &Arena, m: Lit) -> Range<usize> {
+    match &arena.nodes[node_of(m)] {
+        SNode::And(r) => r.start as usize..r.end as usize,
+        SNode::Leaf(_) => unreachable!("a flattened node is an and"),
+    }
+}
+
+/// The outputs of the rebuilt net, `map` giving what each old node became. A view whose node
+/// no output needs is not rebuilt, and loses its name.
+fn rebuilt_outputs(outputs: &Outputs, refs: &[u32], map: &[Lit]) -> Outputs {
+    let new = |l: Lit| map[node_of(l)] ^ (l & 1);
+    Outputs {
+        outputs: outputs.outputs.iter().map(|&l| new(l)).collect(),
+        views: outputs
+            .views
+            .iter()
+            .map(|&v| v.filter(|&l| refs[node_of(l)] > 0).map(new))
+            .collect(),
+    }
+}
+
+/// [`rebuild`] hash-consing every and into `table`, an empty table.
+fn rebuild_hashed(
+    old: &Arena,
+    outputs: &Outputs,
+    table: Interner,
+    refs: &[u32],
+    unnegated: &[u32],
+) -> (Arena, Outputs) {
     let mut arena = Arena::with_table(old.nodes.len(), old.ops.len(), true, table);
     let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
     let mut flatten: Vec<Flatten> = vec![NO_FLATTEN; old.nodes.len()];
@@ -423,19 +569,9 @@ fn rebuild(old: &Arena, outputs: &Outputs, table: Interner) -> (Arena, Outputs) 
             },
         };
         map[n] = m;
-        flatten[n] = flatten_of(&arena, old, &refs, &unnegated, n, m);
+        flatten[n] = flatten_of(&arena, old, refs, unnegated, n, m);
     }
-    let new = |l: Lit| map[node_of(l)] ^ (l & 1);
-    // A view whose node no output needs is not rebuilt, and loses its name.
-    let views = outputs
-        .views
-        .iter()
-        .map(|&v| v.filter(|&l| refs[node_of(l)] > 0).map(new))
-        .collect();
-    let outputs = Outputs {
-        outputs: outputs.outputs.iter().map(|&l| new(l)).collect(),
-        views,
-    };
+    let outputs = rebuilt_outputs(outputs, refs, &map);
     (arena, outputs)
 }
 
@@ -755,14 +891,20 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
 /// negation so that as few nodes as possible are read negated.
 ///
 /// With `all_live`, every node of `net` is needed by an output (see [`to_signed`]).
-pub(super) fn signs(mut net: Propnet, all_live: bool) -> Propnet {
+pub(super) fn signs(net: Propnet, all_live: bool) -> Propnet {
+    signs_with(net, all_live, false)
+}
+
+/// [`signs`], the rebuild hash-consing every and (`hash_all`) or only those flattening
+/// touches ([`rebuild`]); the nets are the same.
+pub(super) fn signs_with(mut net: Propnet, all_live: bool, hash_all: bool) -> Propnet {
     let (mut arena, outputs) = to_signed(&net, all_live);
     free_aside(std::mem::take(&mut net.nodes));
-    // The second sweep hash-conses into the first one's table, emptied: a table of a million
-    // slots, fresh, is as many pages for the kernel to zero and map as the sweep touches them.
-    let mut table = std::mem::replace(&mut arena.ands, Interner::with_capacity(0));
-    table.clear();
-    let (arena, outputs) = rebuild(&arena, &outputs, table);
+    // The second sweep looks ands up in the first one's table, and if it must hash-cons them
+    // all, does so into that table, emptied: a table of a million slots, fresh, is as many
+    // pages for the kernel to zero and map as the sweep touches them.
+    let table = std::mem::replace(&mut arena.ands, Interner::with_capacity(0));
+    let (arena, outputs) = rebuild(&arena, &outputs, table, hash_all);
     let (refs, flip) = choose_signs(&arena, &outputs);
     emit(&arena, &refs, &outputs, &flip, net)
 }
