@@ -469,26 +469,19 @@ fn run_with(
             // In a round after the first, the factor pass is the first to rewrite the net
             // (what polarity left is a fixpoint of the passes before it), so the round's copy
             // is made here: on a second thread while the scan reads the net (alexChess: about
-            // 12 ms each for the copy and the scan in rounds 2 and 3, idle), and the scan itself
-            // on both cores on a large net.
+            // 12 ms each for the copy and the scan in rounds 2 and 3, idle).
             let mut nodes = (copy && net.nodes.len() >= COPY_BESIDE).then(|| NodesCopy::room_for(&net));
-            let (readers, rewrites) = std::thread::scope(|s| {
+            let (readers, first) = std::thread::scope(|s| {
                 let net = &net;
                 let copying = nodes.as_mut().map(|nodes| s.spawn(move || nodes.copy(net)));
                 let readers = readers(net);
-                let parts = if net.nodes.len() < SCAN_BESIDE {
-                    1
-                } else {
-                    SCAN_PARTS
-                };
-                let rewrites = ors_to_factor(net, &readers, parts);
+                let first = first_to_factor(net, &readers);
                 if let Some(h) = copying {
                     // A panic of the helper is a bug of `NodesCopy::copy`; it is passed on.
                     h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
                 }
-                (readers, rewrites)
+                (readers, first)
             });
-            let first = rewrites.iter().position(|&r| r);
             // The rest of the copy (the views' names among it) is made on this thread, and
             // only if the pass rewrites the net.
             let mut made = nodes
@@ -508,7 +501,7 @@ fn run_with(
                     ..Flags::default()
                 },
             );
-            rewriter.rewrites = Some(rewrites);
+            rewriter.factor_from = Some(first);
             rewriter.keep_before = Some(first);
             rewriter.fanout = Some(readers);
             // The rewriter writes each and before it meets the or that reads it, so the ands
@@ -574,7 +567,7 @@ pub(super) fn rewrite_anyway(net: Propnet, pass: Pass) -> (bool, Propnet) {
     )
 }
 
-/// The factor pass trying every or, without the scan's answers ([`ors_to_factor`]).
+/// The factor pass trying every or, without the scan's answer ([`first_to_factor`]).
 #[cfg(test)]
 pub(super) fn factor_every_or(net: Propnet) -> Propnet {
     let flags = Flags {
@@ -582,12 +575,6 @@ pub(super) fn factor_every_or(net: Propnet) -> Propnet {
         ..Flags::default()
     };
     without_gone_views(dead_nodes(Rewriter::new(&net, flags).run(net), &mut |_| {}))
-}
-
-/// [`ors_to_factor`] of `net` in `parts` runs on as many threads.
-#[cfg(test)]
-pub(super) fn ors_to_factor_in(net: &Propnet, parts: usize) -> Vec<bool> {
-    ors_to_factor(net, &readers(net), parts)
 }
 
 /// The factor pass told that every node of `net` is needed, as the pipeline tells it after a
@@ -633,75 +620,33 @@ fn rewrites_something(net: &Propnet, pass: Pass) -> bool {
     })
 }
 
-/// Which nodes of `net` are ors the factor pass would rewrite in `net` as it is: an or of one
-/// operand (written as its operand), or one with a group of the ands it alone reads that pays
-/// ([`factor_groups`]), `readers` counting the readers of each node ([`readers`]). Until it
-/// meets the first of them, the rewriter writes every node as it was; after that, an or
-/// that reads no node the pass wrote otherwise than as it was meets what the scan met, and
-/// is rewritten only if the scan says so (see [`Rewriter::run`]).
-///
-/// The nodes are scanned in `parts` runs on as many threads (the scan reads the net only):
-/// on a large net, so that most of the work of trying groups is done on both cores: the
-/// rewriter, which must go in order, then tries only the ors marked here and those that read
-/// what it changed.
-fn ors_to_factor(net: &Propnet, readers: &[u32], parts: usize) -> Vec<bool> {
-    let scan = |range: std::ops::Range<usize>| -> Vec<bool> {
-        let mut bodies = Bodies::default();
-        net.nodes[range]
-            .iter()
-            .map(|node| rewritten_by_factor(net, readers, node, &mut bodies))
-            .collect()
-    };
-    let len = net.nodes.len();
-    if parts <= 1 {
-        return scan(0..len);
-    }
-    let bounds: Vec<usize> = (0..=parts).map(|k| len * k / parts).collect();
-    std::thread::scope(|s| {
-        let helpers: Vec<_> = bounds[1..]
-            .windows(2)
-            .map(|w| {
-                let range = w[0]..w[1];
-                s.spawn(move || scan(range))
-            })
-            .collect();
-        let mut all = scan(0..bounds[1]);
-        for h in helpers {
-            // A panic of a helper is a bug of the scan; it is passed on.
-            all.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+/// The first node of `net` that is an or the factor pass would rewrite in `net` as it is:
+/// an or of one operand (written as its operand), or one with a group of the ands it alone
+/// reads that pays ([`factor_groups`]), `readers` counting the readers of each node
+/// ([`readers`]); `None` if there is none. Until it meets that or, the rewriter writes every
+/// node as it was, so it need not try the ors before it again (see [`Rewriter::run`]).
+fn first_to_factor(net: &Propnet, readers: &[u32]) -> Option<usize> {
+    let mut bodies = Bodies::default();
+    net.nodes.iter().position(|node| {
+        let Node::Or(ops) = node else { return false };
+        // The pass writes an or of one operand as its operand.
+        if ops.len() == 1 {
+            return true;
         }
-        all
+        bodies.ops.clear();
+        bodies.ends.clear();
+        for op in ops {
+            if let (Node::And(inner), 0..=1) = (&net.nodes[op.index()], readers[op.index()]) {
+                bodies.ops.extend_from_slice(inner);
+                bodies.close();
+            }
+        }
+        // A group whose residual is empty writes no node, only the shared operand. Fewer
+        // than two ands make no group.
+        bodies.len() >= 2
+            && !matches!(factor_groups(&mut bodies, &mut |_| Err(())), Ok(groups) if groups.is_empty())
     })
 }
-
-/// Whether the factor pass would rewrite `node`, an or of `net`, in `net` as it is
-/// ([`ors_to_factor`]); `bodies` is a buffer.
-fn rewritten_by_factor(net: &Propnet, readers: &[u32], node: &Node, bodies: &mut Bodies) -> bool {
-    let Node::Or(ops) = node else { return false };
-    // The pass writes an or of one operand as its operand.
-    if ops.len() == 1 {
-        return true;
-    }
-    bodies.ops.clear();
-    bodies.ends.clear();
-    for op in ops {
-        if let (Node::And(inner), 0..=1) = (&net.nodes[op.index()], readers[op.index()]) {
-            bodies.ops.extend_from_slice(inner);
-            bodies.close();
-        }
-    }
-    // A group whose residual is empty writes no node, only the shared operand. Fewer than two
-    // ands make no group.
-    bodies.len() >= 2 && !matches!(factor_groups(bodies, &mut |_| Err(())), Ok(groups) if groups.is_empty())
-}
-
-/// How many runs the factor pass's scan ([`ors_to_factor`]) splits a large net into, one
-/// thread each: the machine's two cores.
-const SCAN_PARTS: usize = 2;
-
-/// Below this many nodes, the factor pass's scan runs on one thread: starting a second costs
-/// more than it saves.
-const SCAN_BESIDE: usize = 1 << 16;
 
 /// The first or of `net` that reads more than half of one role's inputs, which is what
 /// [`Rewriter::exclusive_inputs`] rewrites (counted as it counts them, repeats included);
@@ -779,11 +724,11 @@ struct Rewriter {
     /// operands.
     taken: Vec<usize>,
     bodies: Bodies,
-    /// For the factor pass, which old nodes are ors it would rewrite in the net as it was
-    /// ([`ors_to_factor`]); `None` when every or is tried.
-    rewrites: Option<Vec<bool>>,
-    /// Whether the or being written must be tried for factoring: `rewrites` marks it, or it
-    /// reads a node that the pass wrote otherwise than as it was.
+    /// For the factor pass, the first old node that is an or it would rewrite in the net as
+    /// it was ([`first_to_factor`]); `None` when every or is tried.
+    factor_from: Option<usize>,
+    /// Whether the or being written must be tried for factoring: it is `factor_from` or
+    /// later, or it reads a node that the pass wrote otherwise than as it was.
     try_factor: bool,
     /// Whether the last or tried was written otherwise than as it was.
     factored: bool,
@@ -821,7 +766,7 @@ impl Rewriter {
             uses: Vec::with_capacity(old.nodes.len()),
             taken: Vec::new(),
             bodies: Bodies::default(),
-            rewrites: None,
+            factor_from: None,
             try_factor: true,
             factored: false,
             keep_before: None,
@@ -1049,19 +994,17 @@ impl Rewriter {
             && !(self.flags.fold || self.flags.collapse || self.flags.factor || self.flags.exclusive);
         let mut scratch: Vec<NodeId> = Vec::new();
         let mut hashes: Vec<u64> = Vec::with_capacity(BATCH);
-        // With the factor scan's answers: which old nodes the pass wrote otherwise than as
+        // With the factor scan's first or: which old nodes the pass wrote otherwise than as
         // they were (an or factored or written as its one operand, a leaf met twice), or over
         // an operand so written. The others are written as they were, in the same order, so
-        // an or that reads none of those meets the ands the scan met, with their operands
-        // renumbered in order (which keeps [`factor_groups`]' ties), each read by as many
-        // nodes as the scan counted where that matters (an and that only the or reads: what
-        // the pass writes as one of its operands reads it through the or or through another
-        // reader; the pass merges no gates, and the nodes its groups write count no old
-        // readers); the scan's answer for it holds, and it needs no second try unless the
-        // scan found a group.
-        let rewrites = self.rewrites.take();
+        // an or before the first that reads none of those meets the ands the scan met, with
+        // their operands renumbered in order (which keeps [`factor_groups`]' ties), each read
+        // by as many nodes as the scan counted where that matters (an and that only the or
+        // reads: what the pass writes as one of its operands reads it through the or or
+        // through another reader); the scan found no group there, and it needs no second try.
+        let from = self.factor_from.take();
         let len = nodes.len();
-        let mut changed: Vec<bool> = if rewrites.is_some() {
+        let mut changed: Vec<bool> = if from.is_some() {
             vec![false; len]
         } else {
             Vec::new()
@@ -1098,9 +1041,9 @@ impl Rewriter {
                 self.gates.touch(&hashes);
             }
             let mut node = std::mem::replace(&mut nodes[i - start], Node::Const(false));
-            let reads_changed = rewrites.is_some() && node.operands().iter().any(|o| changed[o.index()]);
-            if let Some(rewrites) = &rewrites {
-                self.try_factor = rewrites[i] || reads_changed;
+            let reads_changed = from.is_some() && node.operands().iter().any(|o| changed[o.index()]);
+            if let Some(from) = from {
+                self.try_factor = i >= from || reads_changed;
                 self.factored = false;
             }
             let written = self.nodes.len();
@@ -1114,7 +1057,7 @@ impl Rewriter {
                 _ => {}
             }
             let id = self.simplify(node);
-            if rewrites.is_some() {
+            if from.is_some() {
                 changed[i] = reads_changed
                     || self.factored
                     || id.index() != written

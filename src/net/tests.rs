@@ -520,32 +520,6 @@ fn factoring_from_the_first_or_found_is_factoring_every_or() {
     assert!(factored * 8 > rounds, "{factored} of {rounds}");
 }
 
-/// The factor pass's scan marks the ors it would rewrite in runs on several threads on a
-/// large net; the marks must be those of one run over the whole net.
-#[test]
-fn the_factor_scan_in_parts_marks_what_one_scan_marks() {
-    let mut rng = propjet_runtime::Rng::new(37);
-    let mut marked = 0;
-    for round in 0..500 {
-        let mut net = sharing_net(&mut rng, 3, 10 + round % 80);
-        for pass in [Pass::Merge, Pass::DeadNodes] {
-            net = passes::run(net, pass);
-        }
-        let one = passes::ors_to_factor_in(&net, 1);
-        assert_eq!(one.len(), net.nodes.len());
-        for parts in [2, 3, 7] {
-            assert!(
-                passes::ors_to_factor_in(&net, parts) == one,
-                "round {round}: the scan in {parts} parts differs from one scan"
-            );
-        }
-        marked += usize::from(one.iter().filter(|&&m| m).count() > 1);
-    }
-    // Most nets have two ors or more to rewrite, so that the parts' answers must be put in
-    // their places (with this seed 292 of the 500).
-    assert!(marked > 200, "{marked}");
-}
-
 /// After a pass that leaves only needed nodes, the factor pass removes the ands it took into
 /// groups without a sweep for dead nodes (`Rewriter::killed`); that must be the net the sweep
 /// gives, node for node, also when a group takes an and of one operand, after which the pass
