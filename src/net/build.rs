@@ -379,11 +379,23 @@ impl<'g> Builder<'g> {
             self.hashes = hashes;
         }
         let (limits, nodes, gates) = (self.limits, &mut self.net.nodes, &mut self.gates);
-        let mut add = |node| push(nodes, gates, limits, node);
         let or = if factored {
-            factored_or(&mut bodies, &plain, &mut add)
+            factored_or(&mut bodies, &plain, &mut |node| push(nodes, gates, limits, node))
         } else {
-            or_of(&bodies, &plain, &mut add)
+            // Both closures write into the same arena and table, one at a time.
+            let arena = std::cell::RefCell::new((nodes, gates));
+            or_of(
+                &bodies,
+                &plain,
+                &mut |ops| {
+                    let (nodes, gates) = &mut *arena.borrow_mut();
+                    push_and(nodes, gates, limits, ops)
+                },
+                &mut |node| {
+                    let (nodes, gates) = &mut *arena.borrow_mut();
+                    push(nodes, gates, limits, node)
+                },
+            )
         };
         self.bodies = bodies;
         self.plain = plain;
@@ -735,6 +747,36 @@ fn push(
         });
     }
     nodes.push(node);
+    Ok(NodeId::from_index(nodes.len() - 1))
+}
+
+/// [`push`] of the and of `ops`, which are sorted and without repeats (as [`push`] makes
+/// them): the and is looked up before its operands are copied into a vector of its own.
+fn push_and(
+    nodes: &mut Vec<Node>,
+    gates: &mut Interner,
+    limits: &NetLimits,
+    ops: &[NodeId],
+) -> Result<NodeId, NetError> {
+    debug_assert!(ops.windows(2).all(|w| w[0] < w[1]), "sorted, without repeats");
+    let id = nodes.len() as u32;
+    let found = gates.find_or_insert(
+        hash_of(AND, ops),
+        id,
+        |g| matches!(&nodes[g as usize], Node::And(x) if x[..] == *ops),
+        |g| gate_hash(&nodes[g as usize]),
+    );
+    if let Some(found) = found {
+        return Ok(NodeId(found));
+    }
+    if nodes.len() >= limits.max_nodes {
+        return Err(NetError::Limit {
+            limit: "max_nodes",
+            value: limits.max_nodes as u64,
+            what: "the unoptimized net".into(),
+        });
+    }
+    nodes.push(Node::And(ops.to_vec()));
     Ok(NodeId::from_index(nodes.len() - 1))
 }
 

@@ -204,15 +204,19 @@ pub(super) fn factored_or<E>(
     or_node(out, add)
 }
 
-/// The or of `plain` and of the ands of `bodies`, as they are.
+/// The or of `plain` and of the ands of `bodies`, as they are. `add_and` writes the and of
+/// the operands it is given, `add` any other node: the builder looks an and up before it
+/// allocates its operands, and most of the ands a large game's rules write are there already
+/// (chess: half of them).
 pub(super) fn or_of<E>(
     bodies: &Bodies,
     plain: &[NodeId],
+    add_and: &mut impl FnMut(&[NodeId]) -> Result<NodeId, E>,
     add: &mut impl FnMut(Node) -> Result<NodeId, E>,
 ) -> Result<NodeId, E> {
     let mut out = Vec::with_capacity(bodies.len() + plain.len());
     for k in 0..bodies.len() {
-        out.push(add(Node::And(bodies.get(k).to_vec()))?);
+        out.push(add_and(bodies.get(k))?);
     }
     out.extend_from_slice(plain);
     or_node(out, add)
