@@ -3,7 +3,8 @@
 
 use super::eliminate;
 use super::join::{
-    self, sort_dedup_from, Bounds, Exec, HeadsFound, Mode, OutLit, Plan, Relation, Step, Stop, StoreRef, AUX,
+    self, sort_dedup_by, sort_dedup_from, Bounds, Exec, HeadsFound, Mode, OutLit, Plan, Relation, Step, Stop,
+    StoreRef, AUX,
 };
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
@@ -2699,13 +2700,7 @@ impl Out {
     ) -> Result<(), GroundError> {
         // The bodies often come in order already (an auxiliary atom's solutions are sorted),
         // and checking costs a comparison a body where sorting costs several.
-        let increasing = ranges
-            .windows(2)
-            .all(|w| lits[w[0].0..w[0].1] < lits[w[1].0..w[1].1]);
-        if !increasing {
-            ranges.sort_unstable_by(|a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
-            ranges.dedup_by(|a, b| lits[a.0..a.1] == lits[b.0..b.1]);
-        }
+        sort_dedup_by(ranges, |a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
         let view = identify && self.atoms[head.index()].kind == AtomKind::View;
         let key = view.then(|| {
             let mut h = rustc_hash::FxHasher::default();

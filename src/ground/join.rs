@@ -1286,14 +1286,30 @@ struct FamilySolutions {
     /// The entries of a family's members by the set of its solutions they keep (a bit per
     /// solution, for families of at most 64), where those entries depend on the set alone.
     sets: FxHashMap<(u32, u64), SubEntries>,
-    /// The filter's answer by the values of the variables it reads (`Split::reads`). In
-    /// chess these are the captured and the attacker square: 4,096 answers for 14 million
-    /// filterings, found in a small table rather than in the index of `different_cells`.
-    passes: Memo<bool>,
+    /// The filter's answer by the values of the variables it reads (`Split::reads`): those
+    /// of them that are given pick a row (`rows`, by their values), the solution's links a
+    /// column (`link_of`), and the cell is 0 while not known, 1 where the filter fails and 2
+    /// where it passes. In chess the given part is the captured square and the link the
+    /// attacker's: 4,096 answers for 14 million filterings. A member finds its row once and
+    /// then reads a byte per solution, rather than hashing the values of every solution.
+    rows: Memo<u32>,
+    answers: Vec<Vec<u8>>,
+    /// How many cells `answers` holds (bounded by `MAX_PASSES`).
+    cells: usize,
+    /// Per solution: the number of its link values (`links`), in `link_ids`.
+    link_of: Vec<u32>,
+    link_ids: Memo<u32>,
+    /// The variables of `Split::reads` that are given rather than links, in order.
+    read_given: Box<[u32]>,
 }
 
-/// The most answers of a filter `FamilySolutions::passes` keeps.
+/// The most answers of a filter `FamilySolutions::answers` keeps.
 const MAX_PASSES: usize = 1 << 20;
+
+/// In `FamilySolutions::answers`: not known yet, the filter fails, the filter passes.
+const UNKNOWN: u8 = 0;
+const FAILS: u8 = 1;
+const PASSES: u8 = 2;
 
 impl Default for FamilySolutions {
     /// An empty placeholder, without allocating (see `Exec::solve_split`).
@@ -1306,15 +1322,32 @@ impl Default for FamilySolutions {
             lits: Vec::new(),
             ends: Vec::new(),
             sets: FxHashMap::default(),
-            passes: Memo::new(0),
+            rows: Memo::new(0),
+            answers: Vec::new(),
+            cells: 0,
+            link_of: Vec::new(),
+            link_ids: Memo::new(0),
+            read_given: Box::new([]),
         }
     }
 }
 
 impl FamilySolutions {
-    fn new(width: usize, reads: usize) -> Self {
+    fn new(width: usize, split: Option<&Split>) -> Self {
+        let (read_given, nlink): (Box<[u32]>, usize) = match split {
+            Some(s) => (
+                s.reads.iter().copied().filter(|v| !s.link.contains(v)).collect(),
+                s.link.len(),
+            ),
+            None => (Box::new([]), 0),
+        };
         FamilySolutions {
-            passes: Memo::new(reads),
+            rows: Memo::new(read_given.len()),
+            answers: Vec::new(),
+            cells: 0,
+            link_of: Vec::new(),
+            link_ids: Memo::new(nlink),
+            read_given,
             memo: Memo::new(width),
             first: vec![0],
             vals: Vec::new(),
@@ -1322,6 +1355,22 @@ impl FamilySolutions {
             lits: Vec::new(),
             ends: Vec::new(),
             sets: FxHashMap::default(),
+        }
+    }
+
+    /// Numbers the link values of the solutions from `from` on (see `link_of`).
+    fn number_links(&mut self, from: usize, nlink: usize) {
+        for i in from..self.ends.len() {
+            let key = &self.links[i * nlink..(i + 1) * nlink];
+            let id = match self.link_ids.get(key) {
+                Some(&id) => id,
+                None => {
+                    let id = self.link_ids.table.len() as u32;
+                    self.link_ids.insert(key, id);
+                    id
+                }
+            };
+            self.link_of.push(id);
         }
     }
 }
@@ -1492,6 +1541,8 @@ pub(crate) struct Exec<'a> {
     /// solutions.
     fkey: Vec<TermId>,
     filter_key: Vec<TermId>,
+    /// Scratch space for the solutions of a family a member keeps (`Exec::solve_split`).
+    kept: Vec<u32>,
     content_ids: Vec<u32>,
     content_ranges: Vec<(u32, u32)>,
     content_out: Vec<u32>,
@@ -1546,6 +1597,7 @@ impl<'a> Exec<'a> {
             sol_ends: Vec::new(),
             fkey: Vec::new(),
             filter_key: Vec::new(),
+            kept: Vec::new(),
             content_ids: Vec::new(),
             content_ranges: Vec::new(),
             content_out: Vec::new(),
@@ -1582,9 +1634,9 @@ impl<'a> Exec<'a> {
         self.shared.resize_with(plan.subs.len(), FxHashMap::default);
         self.split_sols.clear();
         self.split_sols.extend(
-            plan.subs.iter().map(|sp| {
-                FamilySolutions::new(sp.family.len(), sp.split.as_ref().map_or(0, |s| s.reads.len()))
-            }),
+            plan.subs
+                .iter()
+                .map(|sp| FamilySolutions::new(sp.family.len(), sp.split.as_ref())),
         );
         self.last.clear();
         self.last.resize(plan.subs.len(), None);
@@ -2067,6 +2119,7 @@ impl<'a> Exec<'a> {
                     fam.ends.truncate(at);
                     fam.lits.truncate(lit_at);
                 })?;
+                fam.number_links(fam.first[f as usize] as usize, split.link.len());
                 fam.first.push(fam.ends.len() as u32);
                 fam.memo.insert(&fkey, f);
                 f
@@ -2075,71 +2128,97 @@ impl<'a> Exec<'a> {
         self.fkey = fkey;
         let (lo, hi) = (fam.first[f as usize] as usize, fam.first[f as usize + 1] as usize);
         let (nout, nlink) = (sp.out.len(), split.link.len());
-        let (mut vals, mut lits, mut ends) = self.take_solutions();
+        // The row of the filter's answers for the given values it reads, made on first use
+        // while the answers take less than `MAX_PASSES` cells; without one, each answer is
+        // found by running the filter.
+        let mut key = std::mem::take(&mut self.filter_key);
+        key.clear();
+        key.extend(fam.read_given.iter().map(|&v| self.binds[v as usize]));
+        let row = match fam.rows.get(&key) {
+            Some(&r) => Some(r as usize),
+            None if fam.cells < MAX_PASSES && hi > lo => {
+                let r = fam.answers.len();
+                fam.rows.insert(&key, r as u32);
+                fam.answers.push(Vec::new());
+                Some(r)
+            }
+            None => None,
+        };
+        self.filter_key = key;
+        // Which solutions the member keeps: a bit each (for families of at most 64), and
+        // their places in `kept`.
+        let mut kept = std::mem::take(&mut self.kept);
+        kept.clear();
         let mut bits = 0u64;
         let mut failed = None;
         for i in lo..hi {
-            let trail = self.trail.len();
-            for (&v, &t) in split.link.iter().zip(&fam.links[i * nlink..(i + 1) * nlink]) {
-                self.binds[v as usize] = t;
-                self.trail.push(v);
-            }
-            let mut key = std::mem::take(&mut self.filter_key);
-            key.clear();
-            key.extend(split.reads.iter().map(|&v| self.binds[v as usize]));
-            let pass = match fam.passes.get(&key) {
-                Some(&pass) => Ok(pass),
-                None => match self.step(conj, plan, &split.filter, 0, &mut |_| Err(Stop::Found)) {
-                    Ok(()) => Ok(false),
-                    Err(Stop::Found) => Ok(true),
-                    Err(e) => Err(e),
+            let link = fam.link_of[i] as usize;
+            let known = row.map_or(UNKNOWN, |r| fam.answers[r].get(link).copied().unwrap_or(UNKNOWN));
+            let pass = if known != UNKNOWN {
+                known == PASSES
+            } else {
+                let trail = self.trail.len();
+                for (&v, &t) in split.link.iter().zip(&fam.links[i * nlink..(i + 1) * nlink]) {
+                    self.binds[v as usize] = t;
+                    self.trail.push(v);
                 }
-                .inspect(|&pass| {
-                    if fam.passes.keys.len() < MAX_PASSES * split.reads.len().max(1) {
-                        fam.passes.insert(&key, pass);
+                let pass = match self.step(conj, plan, &split.filter, 0, &mut |_| Err(Stop::Found)) {
+                    Ok(()) => false,
+                    Err(Stop::Found) => true,
+                    Err(e) => {
+                        self.undo(trail);
+                        failed = Some(e);
+                        break;
                     }
-                }),
-            };
-            self.filter_key = key;
-            self.undo(trail);
-            match pass {
-                Ok(false) => continue,
-                Ok(true) => {}
-                Err(e) => {
-                    failed = Some(e);
-                    break;
+                };
+                self.undo(trail);
+                if let Some(r) = row {
+                    let answers = &mut fam.answers[r];
+                    if answers.len() <= link {
+                        fam.cells += link + 1 - answers.len();
+                        answers.resize(link + 1, UNKNOWN);
+                    }
+                    answers[link] = if pass { PASSES } else { FAILS };
                 }
+                pass
+            };
+            if pass {
+                if i - lo < 64 {
+                    bits |= 1 << (i - lo);
+                }
+                kept.push(i as u32);
             }
-            if i - lo < 64 {
-                bits |= 1 << (i - lo);
-            }
-            let start = if i == 0 { 0 } else { fam.ends[i - 1] as usize };
-            lits.extend_from_slice(&fam.lits[start..fam.ends[i] as usize]);
-            ends.push(lits.len() as u32);
-            vals.extend_from_slice(&fam.vals[i * nout..(i + 1) * nout]);
         }
+        let small = hi - lo <= 64;
         let result = match failed {
             Some(e) => Err(e),
-            None => {
-                let small = hi - lo <= 64;
-                match fam.sets.get(&(f, bits)).filter(|_| small) {
-                    Some(e) => {
-                        self.by_set = true;
-                        Ok(e.clone())
-                    }
-                    None => {
-                        self.by_set = true;
-                        let e = self.entries(sub, sp, &vals, &lits, &ends);
-                        self.by_set &= small;
-                        if self.by_set {
-                            fam.sets.insert((f, bits), e.clone());
-                        }
-                        Ok(e)
-                    }
+            None => match fam.sets.get(&(f, bits)).filter(|_| small) {
+                Some(e) => {
+                    self.by_set = true;
+                    Ok(e.clone())
                 }
-            }
+                None => {
+                    // The solutions kept, one after another as `entries` reads them.
+                    let (mut vals, mut lits, mut ends) = self.take_solutions();
+                    for &i in &kept {
+                        let i = i as usize;
+                        let start = if i == 0 { 0 } else { fam.ends[i - 1] as usize };
+                        lits.extend_from_slice(&fam.lits[start..fam.ends[i] as usize]);
+                        ends.push(lits.len() as u32);
+                        vals.extend_from_slice(&fam.vals[i * nout..(i + 1) * nout]);
+                    }
+                    self.by_set = true;
+                    let e = self.entries(sub, sp, &vals, &lits, &ends);
+                    self.by_set &= small;
+                    if self.by_set {
+                        fam.sets.insert((f, bits), e.clone());
+                    }
+                    (self.sol_vals, self.sol_lits, self.sol_ends) = (vals, lits, ends);
+                    Ok(e)
+                }
+            },
         };
-        (self.sol_vals, self.sol_lits, self.sol_ends) = (vals, lits, ends);
+        self.kept = kept;
         result
     }
 
@@ -2166,11 +2245,11 @@ impl<'a> Exec<'a> {
         order.clear();
         order.extend(0..ends.len());
         if nout == 0 {
-            order.sort_unstable_by(|&a, &b| body(a).cmp(body(b)));
-            order.dedup_by(|a, b| body(*a) == body(*b));
+            sort_dedup_by(&mut order, |&a, &b| body(a).cmp(body(b)));
         } else {
-            order.sort_unstable_by(|&a, &b| value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b))));
-            order.dedup_by(|a, b| same_ids(value(*a), value(*b)) && body(*a) == body(*b));
+            sort_dedup_by(&mut order, |&a, &b| {
+                value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b)))
+            });
         }
         let mut entries = std::mem::take(&mut self.entries_buf);
         entries.clear();
@@ -2276,8 +2355,7 @@ impl<'a> Exec<'a> {
         }
         let ids = &*ids;
         let slice = |r: &(u32, u32)| &ids[r.0 as usize..r.1 as usize];
-        ranges.sort_unstable_by(|a, b| slice(a).cmp(slice(b)));
-        ranges.dedup_by(|a, b| slice(a) == slice(b));
+        sort_dedup_by(ranges, |a, b| slice(a).cmp(slice(b)));
         for r in ranges.iter() {
             out.push(r.1 - r.0);
             out.extend_from_slice(slice(r));
@@ -2405,6 +2483,29 @@ pub(super) fn sort_dedup_from<T: Ord + Copy>(v: &mut Vec<T>, start: usize) {
         }
     }
     v.truncate(w);
+}
+
+/// Sorts `v` by `cmp` and removes its repeats (elements equal by `cmp`), as `sort_unstable_by`
+/// and `dedup_by` would. A slice already strictly increasing is left as it is, and one strictly
+/// decreasing is reversed: the solutions of a sub-join often come one way or the other (a scan
+/// through an index runs from the newest atom back), and the library sorts a short slice by
+/// insertion, which takes a comparison of two bodies per pair on a decreasing one. Chess's
+/// check test sorts about a million sets of some fifteen solutions.
+pub(super) fn sort_dedup_by<T>(v: &mut Vec<T>, mut cmp: impl FnMut(&T, &T) -> std::cmp::Ordering) {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    if v.len() < 2 {
+        return;
+    }
+    let first = cmp(&v[0], &v[1]);
+    if first != Equal && v.windows(2).skip(1).all(|w| cmp(&w[0], &w[1]) == first) {
+        if first == Greater {
+            v.reverse();
+        }
+        return;
+    }
+    v.sort_unstable_by(&mut cmp);
+    v.dedup_by(|a, b| cmp(b, a) == Equal);
+    debug_assert!(v.windows(2).all(|w| cmp(&w[0], &w[1]) == Less));
 }
 
 /// The scan in progress.
