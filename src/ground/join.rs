@@ -1375,6 +1375,24 @@ impl FamilySolutions {
     }
 }
 
+/// The atoms a negated literal kept in the ground rule found by the values of its variables
+/// (see `Exec::negated_atom`).
+struct NegMemo {
+    /// The literal's variables, sorted without repeats.
+    vars: Box<[u32]>,
+    /// The atom by their values, `TermId::MAX` where it does not hold.
+    memo: Memo<TermId>,
+    /// How many times the literal was asked, and how many of them the memo answered.
+    asked: u32,
+    found: u32,
+}
+
+/// After how many questions a negated literal whose memo answered fewer than a quarter of
+/// them stops keeping one.
+const NEG_MEMO_TRIAL: u32 = 1 << 14;
+/// The most bindings a negated literal's memo keeps.
+const MAX_NEG_MEMO: usize = 1 << 20;
+
 /// The heads derivations have found, when the term store is shared with other joins and
 /// cannot mark them (see [`Exec::heads_found`]).
 pub(crate) struct HeadsFound {
@@ -1515,6 +1533,9 @@ pub(crate) struct Exec<'a> {
     by_set: bool,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
     seen: Vec<Memo<()>>,
+    /// For each literal of the body, while it is worth it, the atom each binding of its
+    /// variables gives its [`Step::NegOut`] (see `Exec::negated_atom`).
+    neg_memo: Vec<Option<NegMemo>>,
     /// While deriving with the term store shared: the heads found (by this run, and by the
     /// runs of earlier rules of the same relation that handed the set on), which
     /// [`Step::HeadKnown`] treats as known and the solution callback adds to
@@ -1587,6 +1608,7 @@ impl<'a> Exec<'a> {
             split_sols: Vec::new(),
             by_set: true,
             seen: Vec::new(),
+            neg_memo: Vec::new(),
             heads_found: None,
             note_head_at: false,
             out_seen: Vec::new(),
@@ -1643,6 +1665,28 @@ impl<'a> Exec<'a> {
         self.out_seen.clear();
         self.out_seen
             .extend(plan.subs.iter().map(|sp| Memo::new(sp.out.len())));
+        self.neg_memo.clear();
+        self.neg_memo.resize_with(conj.body.len(), || None);
+        let negated = plan.steps.iter().chain(plan.subs.iter().flat_map(|sp| {
+            let split = sp.split.iter().flat_map(|s| s.shared.iter().chain(&s.filter));
+            sp.steps.iter().chain(split)
+        }));
+        for s in negated {
+            if let Step::NegOut { item } = s {
+                if let Item::Neg(a) | Item::Pos(a) = &conj.body[*item] {
+                    let mut vars = Vec::new();
+                    a.for_each_var(&mut |v| vars.push(v));
+                    vars.sort_unstable();
+                    vars.dedup();
+                    self.neg_memo[*item] = Some(NegMemo {
+                        memo: Memo::new(vars.len()),
+                        vars: vars.into(),
+                        asked: 0,
+                        found: 0,
+                    });
+                }
+            }
+        }
         self.seen.clear();
         for s in &plan.steps {
             if let Step::Seen { vars, .. } = s {
@@ -1795,7 +1839,7 @@ impl<'a> Exec<'a> {
                 };
                 // A negated atom outside the over-approximation never holds: the literal is
                 // true and is left out.
-                match self.find_atom(a).filter(|&t| self.store.holds(t)) {
+                match self.negated_atom(*item, a) {
                     Some(t) => {
                         self.lits.push(OutLit {
                             rel: a.rel,
@@ -2657,6 +2701,46 @@ impl Exec<'_> {
         }
         let t = self.store.find(a.sym, &stack[base..]);
         stack.truncate(base);
+        t
+    }
+
+    /// The atom of negated literal `item` (`a`) under the current bindings if it holds,
+    /// for [`Step::NegOut`]. The term store does not change while instantiating, so the
+    /// answer depends only on the values of the literal's variables, and is remembered by
+    /// them: chess's `next` rule of an unmoved cell asks `is_castle_move` and
+    /// `pawn_capture_en_passant` of every move once for each of the 64 cells, and its
+    /// `legal` rules ask the check test of one move and king square for every blocking
+    /// square; each lookup in the term table is two cache misses. A literal whose bindings
+    /// rarely come again (fewer than a quarter answered from the memo once it has been asked
+    /// `NEG_MEMO_TRIAL` times) stops being remembered.
+    fn negated_atom(&mut self, item: usize, a: &AtomPat) -> Option<TermId> {
+        const NOT_HOLDING: TermId = TermId::MAX;
+        let Some(nm) = self.neg_memo.get_mut(item).and_then(Option::as_mut) else {
+            return self.find_atom(a).filter(|&t| self.store.holds(t));
+        };
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        key.extend(nm.vars.iter().map(|&v| self.binds[v as usize]));
+        nm.asked += 1;
+        let h = key_hash(&key);
+        if let Some(&t) = nm.memo.find(h, &key) {
+            nm.found += 1;
+            self.key = key;
+            return (t != NOT_HOLDING).then_some(t);
+        }
+        let keep = if nm.asked >= NEG_MEMO_TRIAL && nm.found * 4 < nm.asked {
+            self.neg_memo[item] = None;
+            false
+        } else {
+            nm.memo.keys.len() < MAX_NEG_MEMO * nm.vars.len().max(1)
+        };
+        let t = self.find_atom(a).filter(|&t| self.store.holds(t));
+        if keep {
+            if let Some(nm) = self.neg_memo[item].as_mut() {
+                nm.memo.insert_hashed(h, &key, t.unwrap_or(NOT_HOLDING));
+            }
+        }
+        self.key = key;
         t
     }
 
