@@ -3,7 +3,8 @@
 
 use super::eliminate;
 use super::join::{
-    self, sort_dedup_from, Bounds, Exec, HeadsFound, Mode, OutLit, Plan, Relation, Step, Stop, StoreRef, AUX,
+    self, sort_dedup_by, sort_dedup_from, Bounds, Exec, HeadsFound, Mode, OutLit, Plan, Relation, Step, Stop,
+    StoreRef, AUX,
 };
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
@@ -17,6 +18,7 @@ use crate::gdl::{Description, Term};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt::Write as _;
 use std::hash::Hasher;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -1516,14 +1518,26 @@ impl<'d> Grounder<'d> {
             // another). The batches waiting are at most the output of the rules run ahead.
             let mut handed: Vec<Option<std::sync::mpsc::Receiver<Handed>>> =
                 (0..plans.len()).map(|_| None).collect();
-            let hand = |j: usize, canon: &Arc<Vec<u32>>| {
+            // The heads by guard position of each component, guard relation and head relation.
+            let mut guard_heads: FxHashMap<(usize, RelId, RelId), Arc<[AtomicU32]>> = FxHashMap::default();
+            let mut hand = |j: usize, canon: &Arc<Vec<u32>>| {
                 let (to_out, from_join) = std::sync::mpsc::channel();
+                let (ci, plan) = (plans[j].0, &plans[j].1);
+                let heads = head_guard(&conjs[ci], plan).map(|(_, rel)| {
+                    let key = (component_of[j], rel, conjs[ci].head.rel);
+                    let rows = jc.relations[rel as usize].rows.len();
+                    Arc::clone(
+                        guard_heads
+                            .entry(key)
+                            .or_insert_with(|| (0..rows).map(|_| AtomicU32::new(HEAD_UNKNOWN)).collect()),
+                    )
+                });
                 jobs.0.push(Job {
                     order: j,
-                    ci: plans[j].0,
-                    component: component_of[j],
-                    plan: &plans[j].1,
+                    ci,
+                    plan,
                     canon: Arc::clone(canon),
+                    heads,
                     to_out,
                 });
                 Some(from_join)
@@ -1968,14 +1982,16 @@ const MAX_JOIN_THREADS: usize = 4;
 
 /// One rule for a join thread to run.
 struct Job<'p> {
-    /// The rule's place in the order of instantiation, its index in `conjs`, its plan, and
-    /// its component's number.
+    /// The rule's place in the order of instantiation, its index in `conjs` and its plan.
     order: usize,
     ci: usize,
     plan: &'p Plan,
-    component: usize,
     /// The identities settled before the component (`Exec::canon`).
     canon: Arc<Vec<u32>>,
+    /// For a rule with a guard of the head's arguments (`head_guard`), the head atom of each
+    /// of the guard's atoms by its position, shared by the rules of the component with that
+    /// guard and head relation whichever threads run them.
+    heads: Option<Arc<[AtomicU32]>>,
     /// Where the rule's instances go.
     to_out: std::sync::mpsc::Sender<Handed>,
 }
@@ -2126,26 +2142,18 @@ impl Batch {
 
 /// A join thread of instantiation: runs the rules it is handed until there are none.
 fn join_worker(jc: &JoinCx, jobs: &Jobs) {
-    // For a guard relation and a head relation, the head atom of each of the guard's atoms
-    // by its position (see `head_guard`), filled in as the rules of a component find them.
-    let mut heads_by_guard: FxHashMap<(RelId, RelId), Vec<TermId>> = FxHashMap::default();
-    let mut component = usize::MAX;
     while let Some(job) = jobs.take() {
-        if job.component != component {
-            // The head relations of the next component are others.
-            heads_by_guard.clear();
-            component = job.component;
-        }
-        run_join(jc, job, &mut heads_by_guard);
+        run_join(jc, job);
     }
 }
 
 /// Runs the join of one rule and hands its instances over, in the order found.
-fn run_join(jc: &JoinCx, job: Job, heads_by_guard: &mut FxHashMap<(RelId, RelId), Vec<TermId>>) {
+fn run_join(jc: &JoinCx, job: Job) {
     let Job {
         ci,
         plan,
         canon,
+        heads,
         to_out,
         ..
     } = job;
@@ -2166,11 +2174,6 @@ fn run_join(jc: &JoinCx, job: Job, heads_by_guard: &mut FxHashMap<(RelId, RelId)
     }
     let clock = Instant::now();
     let guard = head_guard(conj, plan);
-    let mut heads = guard.map(|(_, rel)| {
-        heads_by_guard
-            .entry((rel, head_rel))
-            .or_insert_with(|| vec![HEAD_UNKNOWN; jc.relations[rel as usize].rows.len()])
-    });
     let mut exec = Exec::new(
         StoreRef::Shared(jc.store),
         jc.relations,
@@ -2183,16 +2186,19 @@ fn run_join(jc: &JoinCx, job: Job, heads_by_guard: &mut FxHashMap<(RelId, RelId)
     let mut batch = Batch::new();
     let mut gone = false;
     let result = exec.run(conj, plan, &mut |ex: &mut Exec| {
-        let found = match heads.as_deref_mut() {
+        let found = match heads.as_deref() {
             Some(by_pos) => {
-                let slot = &mut by_pos[ex.head_pos];
-                if *slot == HEAD_UNKNOWN {
-                    *slot = ex
+                // Two threads may both find a head not known yet; they store the same atom.
+                let slot = &by_pos[ex.head_pos];
+                let mut t = slot.load(Relaxed);
+                if t == HEAD_UNKNOWN {
+                    t = ex
                         .find_atom(&conj.head)
                         .filter(|&t| ex.store.holds(t))
                         .unwrap_or(HEAD_NONE);
+                    slot.store(t, Relaxed);
                 }
-                Some(*slot).filter(|&t| t != HEAD_NONE)
+                Some(t).filter(|&t| t != HEAD_NONE)
             }
             None => ex.find_atom(&conj.head).filter(|&t| ex.store.holds(t)),
         };
@@ -2699,13 +2705,7 @@ impl Out {
     ) -> Result<(), GroundError> {
         // The bodies often come in order already (an auxiliary atom's solutions are sorted),
         // and checking costs a comparison a body where sorting costs several.
-        let increasing = ranges
-            .windows(2)
-            .all(|w| lits[w[0].0..w[0].1] < lits[w[1].0..w[1].1]);
-        if !increasing {
-            ranges.sort_unstable_by(|a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
-            ranges.dedup_by(|a, b| lits[a.0..a.1] == lits[b.0..b.1]);
-        }
+        sort_dedup_by(ranges, |a, b| lits[a.0..a.1].cmp(&lits[b.0..b.1]));
         let view = identify && self.atoms[head.index()].kind == AtomKind::View;
         let key = view.then(|| {
             let mut h = rustc_hash::FxHasher::default();

@@ -1222,6 +1222,11 @@ impl<V> Memo<V> {
     }
 
     fn get(&self, key: &[TermId]) -> Option<&V> {
+        // A split sub-join's memo stays empty (its entries are kept by set instead), and
+        // chess's check test asks it 940,000 times with seven values to hash.
+        if self.table.is_empty() {
+            return None;
+        }
         self.find(key_hash(key), key)
     }
 
@@ -1286,14 +1291,30 @@ struct FamilySolutions {
     /// The entries of a family's members by the set of its solutions they keep (a bit per
     /// solution, for families of at most 64), where those entries depend on the set alone.
     sets: FxHashMap<(u32, u64), SubEntries>,
-    /// The filter's answer by the values of the variables it reads (`Split::reads`). In
-    /// chess these are the captured and the attacker square: 4,096 answers for 14 million
-    /// filterings, found in a small table rather than in the index of `different_cells`.
-    passes: Memo<bool>,
+    /// The filter's answer by the values of the variables it reads (`Split::reads`): those
+    /// of them that are given pick a row (`rows`, by their values), the solution's links a
+    /// column (`link_of`), and the cell is 0 while not known, 1 where the filter fails and 2
+    /// where it passes. In chess the given part is the captured square and the link the
+    /// attacker's: 4,096 answers for 14 million filterings. A member finds its row once and
+    /// then reads a byte per solution, rather than hashing the values of every solution.
+    rows: Memo<u32>,
+    answers: Vec<Vec<u8>>,
+    /// How many cells `answers` holds (bounded by `MAX_PASSES`).
+    cells: usize,
+    /// Per solution: the number of its link values (`links`), in `link_ids`.
+    link_of: Vec<u32>,
+    link_ids: Memo<u32>,
+    /// The variables of `Split::reads` that are given rather than links, in order.
+    read_given: Box<[u32]>,
 }
 
-/// The most answers of a filter `FamilySolutions::passes` keeps.
+/// The most answers of a filter `FamilySolutions::answers` keeps.
 const MAX_PASSES: usize = 1 << 20;
+
+/// In `FamilySolutions::answers`: not known yet, the filter fails, the filter passes.
+const UNKNOWN: u8 = 0;
+const FAILS: u8 = 1;
+const PASSES: u8 = 2;
 
 impl Default for FamilySolutions {
     /// An empty placeholder, without allocating (see `Exec::solve_split`).
@@ -1306,15 +1327,32 @@ impl Default for FamilySolutions {
             lits: Vec::new(),
             ends: Vec::new(),
             sets: FxHashMap::default(),
-            passes: Memo::new(0),
+            rows: Memo::new(0),
+            answers: Vec::new(),
+            cells: 0,
+            link_of: Vec::new(),
+            link_ids: Memo::new(0),
+            read_given: Box::new([]),
         }
     }
 }
 
 impl FamilySolutions {
-    fn new(width: usize, reads: usize) -> Self {
+    fn new(width: usize, split: Option<&Split>) -> Self {
+        let (read_given, nlink): (Box<[u32]>, usize) = match split {
+            Some(s) => (
+                s.reads.iter().copied().filter(|v| !s.link.contains(v)).collect(),
+                s.link.len(),
+            ),
+            None => (Box::new([]), 0),
+        };
         FamilySolutions {
-            passes: Memo::new(reads),
+            rows: Memo::new(read_given.len()),
+            answers: Vec::new(),
+            cells: 0,
+            link_of: Vec::new(),
+            link_ids: Memo::new(nlink),
+            read_given,
             memo: Memo::new(width),
             first: vec![0],
             vals: Vec::new(),
@@ -1324,7 +1362,41 @@ impl FamilySolutions {
             sets: FxHashMap::default(),
         }
     }
+
+    /// Numbers the link values of the solutions from `from` on (see `link_of`).
+    fn number_links(&mut self, from: usize, nlink: usize) {
+        for i in from..self.ends.len() {
+            let key = &self.links[i * nlink..(i + 1) * nlink];
+            let id = match self.link_ids.get(key) {
+                Some(&id) => id,
+                None => {
+                    let id = self.link_ids.table.len() as u32;
+                    self.link_ids.insert(key, id);
+                    id
+                }
+            };
+            self.link_of.push(id);
+        }
+    }
 }
+
+/// The atoms a negated literal kept in the ground rule found by the values of its variables
+/// (see `Exec::negated_atom`).
+struct NegMemo {
+    /// The literal's variables, sorted without repeats.
+    vars: Box<[u32]>,
+    /// The atom by their values, `TermId::MAX` where it does not hold.
+    memo: Memo<TermId>,
+    /// How many times the literal was asked, and how many of them the memo answered.
+    asked: u32,
+    found: u32,
+}
+
+/// After how many questions a negated literal whose memo answered fewer than a quarter of
+/// them stops keeping one.
+const NEG_MEMO_TRIAL: u32 = 1 << 14;
+/// The most bindings a negated literal's memo keeps.
+const MAX_NEG_MEMO: usize = 1 << 20;
 
 /// The heads derivations have found, when the term store is shared with other joins and
 /// cannot mark them (see [`Exec::heads_found`]).
@@ -1466,6 +1538,9 @@ pub(crate) struct Exec<'a> {
     by_set: bool,
     /// For each [`Step::Seen`], the bindings that have run the rest of the join.
     seen: Vec<Memo<()>>,
+    /// For each literal of the body, while it is worth it, the atom each binding of its
+    /// variables gives its [`Step::NegOut`] (see `Exec::negated_atom`).
+    neg_memo: Vec<Option<NegMemo>>,
     /// While deriving with the term store shared: the heads found (by this run, and by the
     /// runs of earlier rules of the same relation that handed the set on), which
     /// [`Step::HeadKnown`] treats as known and the solution callback adds to
@@ -1492,6 +1567,8 @@ pub(crate) struct Exec<'a> {
     /// solutions.
     fkey: Vec<TermId>,
     filter_key: Vec<TermId>,
+    /// Scratch space for the solutions of a family a member keeps (`Exec::solve_split`).
+    kept: Vec<u32>,
     content_ids: Vec<u32>,
     content_ranges: Vec<(u32, u32)>,
     content_out: Vec<u32>,
@@ -1536,6 +1613,7 @@ impl<'a> Exec<'a> {
             split_sols: Vec::new(),
             by_set: true,
             seen: Vec::new(),
+            neg_memo: Vec::new(),
             heads_found: None,
             note_head_at: false,
             out_seen: Vec::new(),
@@ -1546,6 +1624,7 @@ impl<'a> Exec<'a> {
             sol_ends: Vec::new(),
             fkey: Vec::new(),
             filter_key: Vec::new(),
+            kept: Vec::new(),
             content_ids: Vec::new(),
             content_ranges: Vec::new(),
             content_out: Vec::new(),
@@ -1582,15 +1661,37 @@ impl<'a> Exec<'a> {
         self.shared.resize_with(plan.subs.len(), FxHashMap::default);
         self.split_sols.clear();
         self.split_sols.extend(
-            plan.subs.iter().map(|sp| {
-                FamilySolutions::new(sp.family.len(), sp.split.as_ref().map_or(0, |s| s.reads.len()))
-            }),
+            plan.subs
+                .iter()
+                .map(|sp| FamilySolutions::new(sp.family.len(), sp.split.as_ref())),
         );
         self.last.clear();
         self.last.resize(plan.subs.len(), None);
         self.out_seen.clear();
         self.out_seen
             .extend(plan.subs.iter().map(|sp| Memo::new(sp.out.len())));
+        self.neg_memo.clear();
+        self.neg_memo.resize_with(conj.body.len(), || None);
+        let negated = plan.steps.iter().chain(plan.subs.iter().flat_map(|sp| {
+            let split = sp.split.iter().flat_map(|s| s.shared.iter().chain(&s.filter));
+            sp.steps.iter().chain(split)
+        }));
+        for s in negated {
+            if let Step::NegOut { item } = s {
+                if let Item::Neg(a) | Item::Pos(a) = &conj.body[*item] {
+                    let mut vars = Vec::new();
+                    a.for_each_var(&mut |v| vars.push(v));
+                    vars.sort_unstable();
+                    vars.dedup();
+                    self.neg_memo[*item] = Some(NegMemo {
+                        memo: Memo::new(vars.len()),
+                        vars: vars.into(),
+                        asked: 0,
+                        found: 0,
+                    });
+                }
+            }
+        }
         self.seen.clear();
         for s in &plan.steps {
             if let Step::Seen { vars, .. } = s {
@@ -1743,7 +1844,7 @@ impl<'a> Exec<'a> {
                 };
                 // A negated atom outside the over-approximation never holds: the literal is
                 // true and is left out.
-                match self.find_atom(a).filter(|&t| self.store.holds(t)) {
+                match self.negated_atom(*item, a) {
                     Some(t) => {
                         self.lits.push(OutLit {
                             rel: a.rel,
@@ -2067,6 +2168,7 @@ impl<'a> Exec<'a> {
                     fam.ends.truncate(at);
                     fam.lits.truncate(lit_at);
                 })?;
+                fam.number_links(fam.first[f as usize] as usize, split.link.len());
                 fam.first.push(fam.ends.len() as u32);
                 fam.memo.insert(&fkey, f);
                 f
@@ -2075,71 +2177,97 @@ impl<'a> Exec<'a> {
         self.fkey = fkey;
         let (lo, hi) = (fam.first[f as usize] as usize, fam.first[f as usize + 1] as usize);
         let (nout, nlink) = (sp.out.len(), split.link.len());
-        let (mut vals, mut lits, mut ends) = self.take_solutions();
+        // The row of the filter's answers for the given values it reads, made on first use
+        // while the answers take less than `MAX_PASSES` cells; without one, each answer is
+        // found by running the filter.
+        let mut key = std::mem::take(&mut self.filter_key);
+        key.clear();
+        key.extend(fam.read_given.iter().map(|&v| self.binds[v as usize]));
+        let row = match fam.rows.get(&key) {
+            Some(&r) => Some(r as usize),
+            None if fam.cells < MAX_PASSES && hi > lo => {
+                let r = fam.answers.len();
+                fam.rows.insert(&key, r as u32);
+                fam.answers.push(Vec::new());
+                Some(r)
+            }
+            None => None,
+        };
+        self.filter_key = key;
+        // Which solutions the member keeps: a bit each (for families of at most 64), and
+        // their places in `kept`.
+        let mut kept = std::mem::take(&mut self.kept);
+        kept.clear();
         let mut bits = 0u64;
         let mut failed = None;
         for i in lo..hi {
-            let trail = self.trail.len();
-            for (&v, &t) in split.link.iter().zip(&fam.links[i * nlink..(i + 1) * nlink]) {
-                self.binds[v as usize] = t;
-                self.trail.push(v);
-            }
-            let mut key = std::mem::take(&mut self.filter_key);
-            key.clear();
-            key.extend(split.reads.iter().map(|&v| self.binds[v as usize]));
-            let pass = match fam.passes.get(&key) {
-                Some(&pass) => Ok(pass),
-                None => match self.step(conj, plan, &split.filter, 0, &mut |_| Err(Stop::Found)) {
-                    Ok(()) => Ok(false),
-                    Err(Stop::Found) => Ok(true),
-                    Err(e) => Err(e),
+            let link = fam.link_of[i] as usize;
+            let known = row.map_or(UNKNOWN, |r| fam.answers[r].get(link).copied().unwrap_or(UNKNOWN));
+            let pass = if known != UNKNOWN {
+                known == PASSES
+            } else {
+                let trail = self.trail.len();
+                for (&v, &t) in split.link.iter().zip(&fam.links[i * nlink..(i + 1) * nlink]) {
+                    self.binds[v as usize] = t;
+                    self.trail.push(v);
                 }
-                .inspect(|&pass| {
-                    if fam.passes.keys.len() < MAX_PASSES * split.reads.len().max(1) {
-                        fam.passes.insert(&key, pass);
+                let pass = match self.step(conj, plan, &split.filter, 0, &mut |_| Err(Stop::Found)) {
+                    Ok(()) => false,
+                    Err(Stop::Found) => true,
+                    Err(e) => {
+                        self.undo(trail);
+                        failed = Some(e);
+                        break;
                     }
-                }),
-            };
-            self.filter_key = key;
-            self.undo(trail);
-            match pass {
-                Ok(false) => continue,
-                Ok(true) => {}
-                Err(e) => {
-                    failed = Some(e);
-                    break;
+                };
+                self.undo(trail);
+                if let Some(r) = row {
+                    let answers = &mut fam.answers[r];
+                    if answers.len() <= link {
+                        fam.cells += link + 1 - answers.len();
+                        answers.resize(link + 1, UNKNOWN);
+                    }
+                    answers[link] = if pass { PASSES } else { FAILS };
                 }
+                pass
+            };
+            if pass {
+                if i - lo < 64 {
+                    bits |= 1 << (i - lo);
+                }
+                kept.push(i as u32);
             }
-            if i - lo < 64 {
-                bits |= 1 << (i - lo);
-            }
-            let start = if i == 0 { 0 } else { fam.ends[i - 1] as usize };
-            lits.extend_from_slice(&fam.lits[start..fam.ends[i] as usize]);
-            ends.push(lits.len() as u32);
-            vals.extend_from_slice(&fam.vals[i * nout..(i + 1) * nout]);
         }
+        let small = hi - lo <= 64;
         let result = match failed {
             Some(e) => Err(e),
-            None => {
-                let small = hi - lo <= 64;
-                match fam.sets.get(&(f, bits)).filter(|_| small) {
-                    Some(e) => {
-                        self.by_set = true;
-                        Ok(e.clone())
-                    }
-                    None => {
-                        self.by_set = true;
-                        let e = self.entries(sub, sp, &vals, &lits, &ends);
-                        self.by_set &= small;
-                        if self.by_set {
-                            fam.sets.insert((f, bits), e.clone());
-                        }
-                        Ok(e)
-                    }
+            None => match fam.sets.get(&(f, bits)).filter(|_| small) {
+                Some(e) => {
+                    self.by_set = true;
+                    Ok(e.clone())
                 }
-            }
+                None => {
+                    // The solutions kept, one after another as `entries` reads them.
+                    let (mut vals, mut lits, mut ends) = self.take_solutions();
+                    for &i in &kept {
+                        let i = i as usize;
+                        let start = if i == 0 { 0 } else { fam.ends[i - 1] as usize };
+                        lits.extend_from_slice(&fam.lits[start..fam.ends[i] as usize]);
+                        ends.push(lits.len() as u32);
+                        vals.extend_from_slice(&fam.vals[i * nout..(i + 1) * nout]);
+                    }
+                    self.by_set = true;
+                    let e = self.entries(sub, sp, &vals, &lits, &ends);
+                    self.by_set &= small;
+                    if self.by_set {
+                        fam.sets.insert((f, bits), e.clone());
+                    }
+                    (self.sol_vals, self.sol_lits, self.sol_ends) = (vals, lits, ends);
+                    Ok(e)
+                }
+            },
         };
-        (self.sol_vals, self.sol_lits, self.sol_ends) = (vals, lits, ends);
+        self.kept = kept;
         result
     }
 
@@ -2166,11 +2294,11 @@ impl<'a> Exec<'a> {
         order.clear();
         order.extend(0..ends.len());
         if nout == 0 {
-            order.sort_unstable_by(|&a, &b| body(a).cmp(body(b)));
-            order.dedup_by(|a, b| body(*a) == body(*b));
+            sort_dedup_by(&mut order, |&a, &b| body(a).cmp(body(b)));
         } else {
-            order.sort_unstable_by(|&a, &b| value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b))));
-            order.dedup_by(|a, b| same_ids(value(*a), value(*b)) && body(*a) == body(*b));
+            sort_dedup_by(&mut order, |&a, &b| {
+                value(a).cmp(value(b)).then_with(|| body(a).cmp(body(b)))
+            });
         }
         let mut entries = std::mem::take(&mut self.entries_buf);
         entries.clear();
@@ -2276,8 +2404,7 @@ impl<'a> Exec<'a> {
         }
         let ids = &*ids;
         let slice = |r: &(u32, u32)| &ids[r.0 as usize..r.1 as usize];
-        ranges.sort_unstable_by(|a, b| slice(a).cmp(slice(b)));
-        ranges.dedup_by(|a, b| slice(a) == slice(b));
+        sort_dedup_by(ranges, |a, b| slice(a).cmp(slice(b)));
         for r in ranges.iter() {
             out.push(r.1 - r.0);
             out.extend_from_slice(slice(r));
@@ -2405,6 +2532,29 @@ pub(super) fn sort_dedup_from<T: Ord + Copy>(v: &mut Vec<T>, start: usize) {
         }
     }
     v.truncate(w);
+}
+
+/// Sorts `v` by `cmp` and removes its repeats (elements equal by `cmp`), as `sort_unstable_by`
+/// and `dedup_by` would. A slice already strictly increasing is left as it is, and one strictly
+/// decreasing is reversed: the solutions of a sub-join often come one way or the other (a scan
+/// through an index runs from the newest atom back), and the library sorts a short slice by
+/// insertion, which takes a comparison of two bodies per pair on a decreasing one. Chess's
+/// check test sorts about a million sets of some fifteen solutions.
+pub(super) fn sort_dedup_by<T>(v: &mut Vec<T>, mut cmp: impl FnMut(&T, &T) -> std::cmp::Ordering) {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    if v.len() < 2 {
+        return;
+    }
+    let first = cmp(&v[0], &v[1]);
+    if first != Equal && v.windows(2).skip(1).all(|w| cmp(&w[0], &w[1]) == first) {
+        if first == Greater {
+            v.reverse();
+        }
+        return;
+    }
+    v.sort_unstable_by(&mut cmp);
+    v.dedup_by(|a, b| cmp(b, a) == Equal);
+    debug_assert!(v.windows(2).all(|w| cmp(&w[0], &w[1]) == Less));
 }
 
 /// The scan in progress.
@@ -2556,6 +2706,46 @@ impl Exec<'_> {
         }
         let t = self.store.find(a.sym, &stack[base..]);
         stack.truncate(base);
+        t
+    }
+
+    /// The atom of negated literal `item` (`a`) under the current bindings if it holds,
+    /// for [`Step::NegOut`]. The term store does not change while instantiating, so the
+    /// answer depends only on the values of the literal's variables, and is remembered by
+    /// them: chess's `next` rule of an unmoved cell asks `is_castle_move` and
+    /// `pawn_capture_en_passant` of every move once for each of the 64 cells, and its
+    /// `legal` rules ask the check test of one move and king square for every blocking
+    /// square; each lookup in the term table is two cache misses. A literal whose bindings
+    /// rarely come again (fewer than a quarter answered from the memo once it has been asked
+    /// `NEG_MEMO_TRIAL` times) stops being remembered.
+    fn negated_atom(&mut self, item: usize, a: &AtomPat) -> Option<TermId> {
+        const NOT_HOLDING: TermId = TermId::MAX;
+        let Some(nm) = self.neg_memo.get_mut(item).and_then(Option::as_mut) else {
+            return self.find_atom(a).filter(|&t| self.store.holds(t));
+        };
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        key.extend(nm.vars.iter().map(|&v| self.binds[v as usize]));
+        nm.asked += 1;
+        let h = key_hash(&key);
+        if let Some(&t) = nm.memo.find(h, &key) {
+            nm.found += 1;
+            self.key = key;
+            return (t != NOT_HOLDING).then_some(t);
+        }
+        let keep = if nm.asked >= NEG_MEMO_TRIAL && nm.found * 4 < nm.asked {
+            self.neg_memo[item] = None;
+            false
+        } else {
+            nm.memo.keys.len() < MAX_NEG_MEMO * nm.vars.len().max(1)
+        };
+        let t = self.find_atom(a).filter(|&t| self.store.holds(t));
+        if keep {
+            if let Some(nm) = self.neg_memo[item].as_mut() {
+                nm.memo.insert_hashed(h, &key, t.unwrap_or(NOT_HOLDING));
+            }
+        }
+        self.key = key;
         t
     }
 
