@@ -1922,6 +1922,7 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
     let w = vars.len();
     let arity = head.args.len();
     let mut args: Vec<TermId> = Vec::with_capacity(HEAD_BATCH * arity);
+    let mut hashes = Vec::with_capacity(HEAD_BATCH);
     let mut kept = 0;
     let n = c.pos.len();
     for start in (0..n).step_by(HEAD_BATCH) {
@@ -1935,9 +1936,12 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
                 Pat::Func(..) => unreachable!("batched heads have no function terms"),
             }));
         }
-        store.touch(head.sym, arity, &args);
-        for (k, one) in (start..end).zip(args.chunks_exact(arity)) {
-            if store.find(head.sym, one).is_some_and(|t| store.holds(t)) {
+        store.touch(head.sym, arity, &args, &mut hashes);
+        for ((k, one), &h) in (start..end).zip(args.chunks_exact(arity)).zip(&hashes) {
+            if store
+                .find_hashed(h, head.sym, one)
+                .is_some_and(|t| store.holds(t))
+            {
                 continue;
             }
             c.vals.copy_within(k * w..(k + 1) * w, kept * w);
@@ -2301,6 +2305,9 @@ struct Heads {
     /// derivation's `head_item` scan matched.
     args: Vec<TermId>,
     at: Vec<usize>,
+    /// The hashes of the gathered heads (`TermStore::warm`), computed once for both warming
+    /// and interning.
+    hashes: Vec<u64>,
     /// The new atoms, in the order found, and their positions as in `at`.
     pending: Vec<TermId>,
     pending_pos: Vec<usize>,
@@ -2316,6 +2323,7 @@ impl Heads {
             batched: !head.args.is_empty() && head.args.iter().all(|p| !matches!(p, Pat::Func(..))),
             args: Vec::new(),
             at: Vec::new(),
+            hashes: Vec::new(),
             pending: Vec::new(),
             pending_pos: Vec::new(),
             room,
@@ -2340,12 +2348,13 @@ impl Heads {
         if self.at.is_empty() {
             return Ok(());
         }
-        store.warm(self.sym, self.arity, &self.args);
+        store.warm(self.sym, self.arity, &self.args, &mut self.hashes);
         let mut args = std::mem::take(&mut self.args);
         let mut at = std::mem::take(&mut self.at);
+        let hashes = std::mem::take(&mut self.hashes);
         let mut result = Ok(());
-        for (one, &pos) in args.chunks_exact(self.arity).zip(&at) {
-            let t = store.intern(self.sym, one);
+        for ((one, &pos), &h) in args.chunks_exact(self.arity).zip(&at).zip(&hashes) {
+            let t = store.intern_hashed(h, self.sym, one);
             result = self.found(store, t, pos);
             if result.is_err() {
                 break;
@@ -2355,6 +2364,7 @@ impl Heads {
         at.clear();
         self.args = args;
         self.at = at;
+        self.hashes = hashes;
         result
     }
 }
