@@ -1891,8 +1891,20 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         Ok(())
     });
     c.found_at = std::mem::take(&mut exec.head_at_found);
-    if Heads::new(head, 0).batched {
+    // A plan with a `HeadKnown` step passes every solution through it, and it has looked
+    // the head up in the store as it was at the round's start: a head that held then went
+    // no further. Looking the collected heads up again would find none of them.
+    let head_checked = v.plan.steps.iter().any(|s| matches!(s, Step::HeadKnown));
+    if Heads::new(head, 0).batched && !head_checked {
         drop_held(cx.store, head, &vars, &mut c);
+    } else if cfg!(debug_assertions) && Heads::new(head, 0).batched {
+        let n = c.pos.len();
+        drop_held(cx.store, head, &vars, &mut c);
+        debug_assert_eq!(
+            c.pos.len(),
+            n,
+            "a head past `HeadKnown` held at the round's start"
+        );
     }
     if share {
         chain.heads = exec.heads_found.take();
