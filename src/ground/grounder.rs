@@ -903,7 +903,7 @@ impl<'d> Grounder<'d> {
         let rules = self.derived_rules(rules);
         let rules = &rules[..];
         // Round 0 evaluates every rule in full.
-        self.drop_unused_indexes(&bounds);
+        self.prepare_indexes(&bounds);
         let mut round = Vec::with_capacity(rules.len());
         for &ci in rules {
             round.push(self.plan_variant(ci, None, in_scc, &bounds, Vec::new())?);
@@ -924,7 +924,7 @@ impl<'d> Grounder<'d> {
             if !any {
                 return Ok(());
             }
-            self.drop_unused_indexes(&bounds);
+            self.prepare_indexes(&bounds);
             // Every variant of the round reads the relations through `bounds` and is planned
             // from them alone, so none depends on what another one adds: they are planned
             // first, then run (`run_round`).
@@ -968,13 +968,24 @@ impl<'d> Grounder<'d> {
     }
 
     /// Drops, before a round, the indexes planning made only to estimate on relations that
-    /// have grown past the size where it makes them (`Relation::drop_unused`). Planning would
-    /// drop them at its first estimate anyway; doing it before the round keeps the number of
-    /// every index the same while the round's plans are made and run.
-    fn drop_unused_indexes(&mut self, bounds: &Bounds) {
+    /// have grown past the size where it makes them (`Relation::drop_unused`), and brings the
+    /// others up to the round's bounds. Planning would drop them at its first estimate anyway;
+    /// doing it before the round keeps the number of every index the same while the round's
+    /// plans are made and run.
+    fn prepare_indexes(&mut self, bounds: &Bounds) {
         for (rel, &n) in self.relations.iter_mut().zip(&bounds.all) {
             rel.drop_unused(n);
         }
+        // Then every index left is brought up to the round's bounds, which planning would do
+        // one index at a time on this thread (`Relation::index`): in chess that was most of
+        // the planning, the relations of the component growing by up to 100,000 atoms a round.
+        let behind: Vec<_> = self
+            .relations
+            .iter_mut()
+            .zip(&bounds.all)
+            .flat_map(|(rel, &n)| rel.behind(n))
+            .collect();
+        join::catch_up_all(behind, &self.store, self.derive_threads, CATCH_UP_ROWS);
     }
 
     /// The rules of `rules` that the fixpoint must run: a rule is left out when another rule
@@ -1728,6 +1739,11 @@ struct Variant {
 /// component have little to do (a step counter's round finds a handful of atoms); for them a
 /// thread would cost more than it saves. The choice changes nothing but the time.
 const PARALLEL_ROUND: usize = 256;
+
+/// The least number of atoms the indexes must take in all, before a round, for them to be
+/// brought up to date on several threads (`join::catch_up_all`); below it a thread would
+/// cost more than it saves. The choice changes nothing but the time.
+const CATCH_UP_ROWS: usize = 20_000;
 
 /// How many atoms the first scan of `plan` reads (in a sub-join, if the plan begins with one):
 /// a cheap measure of a variant's work, read from the plan and the round's bounds alone.

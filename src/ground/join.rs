@@ -177,6 +177,16 @@ impl Relation {
         }
     }
 
+    /// Each of the relation's indexes that is behind its first `n` atoms, with those atoms: the
+    /// work [`catch_up_all`] can share out before a round's plans are made.
+    pub fn behind(&mut self, n: usize) -> impl Iterator<Item = Behind<'_>> {
+        let rows = &self.rows[..n];
+        self.indexes
+            .iter_mut()
+            .filter(move |ix| ix.upto < n)
+            .map(move |ix| (ix, rows))
+    }
+
     /// Bytes held by the indexes, roughly.
     pub fn bytes(&self) -> usize {
         self.rows.capacity() * 4
@@ -186,6 +196,50 @@ impl Relation {
                 .map(|ix| ix.heads.capacity() * 16 + ix.older.capacity() * 4)
                 .sum::<usize>()
     }
+}
+
+/// An index that is behind, and the atoms it is to take in (see [`Relation::behind`]).
+pub(crate) type Behind<'r> = (&'r mut Index, &'r [TermId]);
+
+/// Brings the indexes of `behind` (see [`Relation::behind`]) up to date, on up to `threads`
+/// threads when there are at least `min_rows` atoms to index in all. An index holds the same
+/// after this as after being brought up to date with the same atoms later, when a plan
+/// first reads it, so this changes no plan; it only does the work for a round's plans at
+/// once, several indexes side by side, rather than one after another while each plan is made.
+pub(crate) fn catch_up_all(mut behind: Vec<Behind>, store: &TermStore, threads: usize, min_rows: usize) {
+    let rows = |(ix, r): &Behind| r.len() - ix.upto;
+    let total: usize = behind.iter().map(rows).sum();
+    if threads <= 1 || behind.len() <= 1 || total < min_rows {
+        for (ix, r) in behind {
+            ix.catch_up(r, store);
+        }
+        return;
+    }
+    // The largest first, each to the thread with the least work so far.
+    behind.sort_by_key(|b| std::cmp::Reverse(rows(b)));
+    let mut parts: Vec<(usize, Vec<Behind>)> = (0..threads).map(|_| (0, Vec::new())).collect();
+    for b in behind {
+        let part = parts
+            .iter_mut()
+            .min_by_key(|(work, _)| *work)
+            .expect("at least one thread");
+        part.0 += rows(&b);
+        part.1.push(b);
+    }
+    std::thread::scope(|s| {
+        let mut parts = parts.into_iter().map(|(_, p)| p);
+        let mine = parts.next().expect("at least one thread");
+        for part in parts {
+            s.spawn(move || {
+                for (ix, r) in part {
+                    ix.catch_up(r, store);
+                }
+            });
+        }
+        for (ix, r) in mine {
+            ix.catch_up(r, store);
+        }
+    });
 }
 
 /// The probes a literal can use when the variables in `bound` are known, with where each
