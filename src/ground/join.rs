@@ -1390,6 +1390,10 @@ pub(crate) struct HeadsFound {
     found: Memo<()>,
     /// Scratch space for the key of the current binding.
     key: Vec<TermId>,
+    /// The hash of the key [`Step::HeadKnown`] last looked up and did not find: the solution
+    /// that follows it in the join has that head, which [`Exec::new_head`] then adds without
+    /// looking it up again.
+    checked: Option<u64>,
 }
 
 impl HeadsFound {
@@ -1400,13 +1404,18 @@ impl HeadsFound {
             found: Memo::new(key_of.len()),
             key_of,
             key: Vec::new(),
+            checked: None,
         }
     }
 
     /// The same set, for a rule whose head (of the same relation) has arguments `key_of`.
     pub fn for_head(self, key_of: Box<[Pat]>) -> HeadsFound {
         debug_assert_eq!(key_of.len(), self.key_of.len());
-        HeadsFound { key_of, ..self }
+        HeadsFound {
+            key_of,
+            checked: None,
+            ..self
+        }
     }
 
     fn make_key(&mut self, binds: &[TermId]) {
@@ -1618,7 +1627,14 @@ impl<'a> Exec<'a> {
             return true;
         };
         heads.make_key(&self.binds);
-        heads.found.add(&heads.key)
+        match heads.checked.take() {
+            Some(h) => {
+                debug_assert!(h == key_hash(&heads.key) && heads.found.get(&heads.key).is_none());
+                heads.found.insert_hashed(h, &heads.key, ());
+                true
+            }
+            None => heads.found.add(&heads.key),
+        }
     }
 
     /// Runs `plan` over `conj`, calling `emit` with every solution.
@@ -1826,6 +1842,9 @@ impl<'a> Exec<'a> {
                 // The head is a function of the position `head_item` matched: a head found
                 // to hold there before is known without looking it up (a 7-ary atom in
                 // chess's check test, whose later rules find every head of the first again).
+                if let Some(heads) = &mut self.heads_found {
+                    heads.checked = None;
+                }
                 let cached = self.head_at.get(self.head_pos).copied();
                 if cached.is_some_and(|t| t != UNBOUND) {
                     return Ok(());
@@ -1846,9 +1865,13 @@ impl<'a> Exec<'a> {
                 }
                 if let Some(heads) = &mut self.heads_found {
                     heads.make_key(&self.binds);
-                    if heads.found.get(&heads.key).is_some() {
+                    let h = key_hash(&heads.key);
+                    if heads.found.find(h, &heads.key).is_some() {
                         return Ok(());
                     }
+                    // The head's variables are bound: a solution of the rest of the join has
+                    // this head (and the set does not change before it is emitted).
+                    heads.checked = Some(h);
                 }
                 // Every later solution of this binding would derive the same atom again: the
                 // rest of the join is an existence test, which stops at its first solution.
