@@ -14,7 +14,7 @@ use super::types::{
 };
 use super::GroundError;
 use crate::gdl::{Description, Term};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::fmt::Write as _;
 use std::hash::Hasher;
 use std::sync::Arc;
@@ -2924,7 +2924,8 @@ struct DeltaProjection {
     /// The literal's variables that something else reads, in order; `None` when that is all
     /// of them (the filter would keep every atom).
     live: Option<Box<[u32]>>,
-    seen: FxHashSet<Box<[TermId]>>,
+    /// The projections seen, kept one after another in one array rather than boxed each.
+    seen: join::Memo<()>,
     binds: Vec<TermId>,
     trail: Vec<u32>,
     /// Scratch space for a projection, so that only a new one is allocated.
@@ -2954,8 +2955,8 @@ impl DeltaProjection {
             }
         });
         DeltaProjection {
+            seen: join::Memo::new(live.len()),
             live: dead.then(|| live.into()),
-            seen: FxHashSet::default(),
             binds: vec![UNBOUND; conj.nvars],
             trail: Vec::new(),
             key: Vec::new(),
@@ -2998,7 +2999,7 @@ impl DeltaProjection {
             let new = ok && {
                 self.key.clear();
                 self.key.extend(live.iter().map(|&v| self.binds[v as usize]));
-                !self.seen.contains(&self.key[..]) && self.seen.insert(self.key.as_slice().into())
+                self.seen.add(&self.key)
             };
             for v in self.trail.drain(..) {
                 self.binds[v as usize] = UNBOUND;

@@ -1245,7 +1245,7 @@ enum SubResult {
 /// variables ([`Memo<SubEntries>`]), or the bindings a [`Step::Seen`] has let through
 /// ([`Memo<()>`]). The bindings are kept one after another in one array rather than boxed
 /// each: chess's check test remembers about 940,000.
-struct Memo<V> {
+pub(crate) struct Memo<V> {
     /// The number of variables in a binding.
     width: usize,
     keys: Vec<TermId>,
@@ -1262,7 +1262,7 @@ fn key_hash(key: &[TermId]) -> u64 {
 }
 
 impl<V> Memo<V> {
-    fn new(width: usize) -> Memo<V> {
+    pub fn new(width: usize) -> Memo<V> {
         Memo {
             width,
             keys: Vec::new(),
@@ -1304,7 +1304,7 @@ impl<V> Memo<V> {
 
 impl Memo<()> {
     /// Adds `key`; returns whether it is new.
-    fn add(&mut self, key: &[TermId]) -> bool {
+    pub fn add(&mut self, key: &[TermId]) -> bool {
         let h = key_hash(key);
         let new = self.find(h, key).is_none();
         if new {
