@@ -1269,15 +1269,10 @@ impl<'d> Grounder<'d> {
         let w = vars.len();
         let mut result = Ok(());
         if heads.batched {
+            let from = ArgFrom::of(head, &vars);
             for (k, &pos) in c.pos.iter().enumerate() {
                 let vals = &c.vals[k * w..(k + 1) * w];
-                for p in head.args.iter() {
-                    heads.args.push(match p {
-                        Pat::Var(x) => vals[vars.iter().position(|y| y == x).expect("a head variable")],
-                        Pat::Ground(g) => *g,
-                        Pat::Func(..) => unreachable!("batched heads have no function terms"),
-                    });
-                }
+                heads.args.extend(from.iter().map(|f| f.value(vals)));
                 heads.at.push(pos);
                 if heads.at.len() == HEAD_BATCH {
                     if let Err(e) = heads.flush(&mut self.store) {
@@ -1326,8 +1321,10 @@ impl<'d> Grounder<'d> {
         let Heads {
             pending, pending_pos, ..
         } = heads;
-        for &t in &pending {
-            self.store.clear_flags(t, PENDING);
+        if result.is_err() {
+            for &t in &pending {
+                self.store.clear_flags(t, PENDING);
+            }
         }
         match result {
             Ok(()) => {}
@@ -1350,15 +1347,21 @@ impl<'d> Grounder<'d> {
         cost.derived += derived;
         cost.solutions += solutions;
         cost.runs += 1;
-        for &t in &pending {
-            self.add(ci, t)?;
-        }
-        if let Some(key) = v.cache_key {
-            for (&t, &p) in pending.iter().zip(&pending_pos) {
-                if self.store.holds(t) {
-                    head_at[p] = t;
+        // One pass over the new atoms, each read once (in chess a variant adds up to 100,000).
+        for (k, (&t, &p)) in pending.iter().zip(&pending_pos).enumerate() {
+            self.store.clear_flags(t, PENDING);
+            match self.add(ci, t) {
+                Ok(true) if v.cache_key.is_some() => head_at[p] = t,
+                Ok(_) => {}
+                Err(e) => {
+                    for &u in &pending[k + 1..] {
+                        self.store.clear_flags(u, PENDING);
+                    }
+                    return Err(e);
                 }
             }
+        }
+        if let Some(key) = v.cache_key {
             self.head_at.insert(key, head_at);
         }
         if let Some(i) = self.conjs[ci].rule {
@@ -1369,14 +1372,15 @@ impl<'d> Grounder<'d> {
         Ok(())
     }
 
-    /// Adds atom `t`, derived by rule `ci`, to its relation. `legal` and `goal` atoms of
-    /// something that is not a role are left out: nobody can ever ask for them.
-    fn add(&mut self, ci: usize, t: TermId) -> Result<(), GroundError> {
+    /// Adds atom `t`, derived by rule `ci`, to its relation, and says whether it did. `legal`
+    /// and `goal` atoms of something that is not a role are left out: nobody can ever ask for
+    /// them.
+    fn add(&mut self, ci: usize, t: TermId) -> Result<bool, GroundError> {
         let rel = self.conjs[ci].head.rel;
         if rel == self.k.legal || rel == self.k.goal {
             let args = self.store.args(t);
             if !self.role_index.contains_key(&args[0]) {
-                return Ok(());
+                return Ok(false);
             }
             if rel == self.k.goal && goal_value(&self.store, args[1], self.desc).is_none() {
                 let (line, col) = self.rule_span(&self.conjs[ci]);
@@ -1400,7 +1404,7 @@ impl<'d> Grounder<'d> {
                 &self.rel_names[rel as usize],
             ));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Instantiates every rule of a dynamic relation and assembles the ground program.
@@ -1780,6 +1784,38 @@ fn head_vars(head: &AtomPat) -> Vec<u32> {
     vars
 }
 
+/// Where an argument of a head of variables and constants comes from, given the values of
+/// the head's variables (`head_vars`) as a join thread collects them: worked out once per
+/// variant rather than searched for at every argument of every head.
+#[derive(Clone, Copy)]
+enum ArgFrom {
+    /// The value of the head's variable at this position of `head_vars`.
+    Val(usize),
+    /// A constant.
+    Term(TermId),
+}
+
+impl ArgFrom {
+    fn of(head: &AtomPat, vars: &[u32]) -> Vec<ArgFrom> {
+        head.args
+            .iter()
+            .map(|p| match p {
+                Pat::Var(x) => ArgFrom::Val(vars.iter().position(|y| y == x).expect("a head variable")),
+                Pat::Ground(g) => ArgFrom::Term(*g),
+                Pat::Func(..) => unreachable!("batched heads have no function terms"),
+            })
+            .collect()
+    }
+
+    #[inline]
+    fn value(self, vals: &[TermId]) -> TermId {
+        match self {
+            ArgFrom::Val(i) => vals[i],
+            ArgFrom::Term(t) => t,
+        }
+    }
+}
+
 /// What the join threads of a round of the fixpoint read (see `Grounder::run_round`): the
 /// term store, relations and heads known by position as they were at the round's start.
 struct FrozenCx<'a> {
@@ -1951,6 +1987,7 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
     let arity = head.args.len();
     let mut args: Vec<TermId> = Vec::with_capacity(HEAD_BATCH * arity);
     let mut hashes = Vec::with_capacity(HEAD_BATCH);
+    let from = ArgFrom::of(head, vars);
     let mut kept = 0;
     let n = c.pos.len();
     for start in (0..n).step_by(HEAD_BATCH) {
@@ -1958,11 +1995,7 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
         args.clear();
         for k in start..end {
             let vals = &c.vals[k * w..(k + 1) * w];
-            args.extend(head.args.iter().map(|p| match p {
-                Pat::Var(x) => vals[vars.iter().position(|y| y == x).expect("a head variable")],
-                Pat::Ground(g) => *g,
-                Pat::Func(..) => unreachable!("batched heads have no function terms"),
-            }));
+            args.extend(from.iter().map(|f| f.value(vals)));
         }
         store.touch(head.sym, arity, &args, &mut hashes);
         for ((k, one), &h) in (start..end).zip(args.chunks_exact(arity)).zip(&hashes) {
