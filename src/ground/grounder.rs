@@ -1265,6 +1265,7 @@ impl<'d> Grounder<'d> {
         let max_atoms = self.limits.max_atoms;
         let to_error = |e: &'static str| heads_limit(e, max_atoms, name);
         let mut heads = Heads::new(head, max_atoms.saturating_sub(self.atoms));
+        heads.note_held = v.cache_key.is_some();
         let vars = head_vars(head);
         let w = vars.len();
         let mut result = Ok(());
@@ -1300,6 +1301,10 @@ impl<'d> Grounder<'d> {
         }
         if result.is_ok() {
             result = c.result;
+        }
+        // The heads the join thread collected that held: what `HeadKnown` would have noted.
+        for &(p, t) in &heads.held_at {
+            head_at[p] = t;
         }
         let time = v.plan_time + c.time + clock.elapsed();
         self.finish_variant(v, result, heads, head_at, c.solutions, time)
@@ -1895,6 +1900,12 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         cx.deadline,
     );
     exec.delta_keep = &v.keep;
+    // `HeadKnown` does not look the head up in the term table: nearly every head that reaches
+    // it is a new atom, for which the lookup was a cache miss that found nothing (a seventh
+    // of chess's join threads in perf). A head that held at the round's start then goes on to
+    // the existence test and is collected; the merge finds it held, adds nothing, and notes
+    // it by position as `HeadKnown` would have (`Heads::held_at`).
+    exec.head_lookup = false;
     if let (Some(i), Some(key)) = (v.head_item, v.cache_key) {
         exec.head_item = i;
         let round_start = cx.head_at.get(&key).map_or(&[][..], |h| &h[..]);
@@ -1943,20 +1954,13 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         Ok(())
     });
     c.found_at = std::mem::take(&mut exec.head_at_found);
-    // A plan with a `HeadKnown` step passes every solution through it, and it has looked
-    // the head up in the store as it was at the round's start: a head that held then went
-    // no further. Looking the collected heads up again would find none of them.
+    // A plan with a `HeadKnown` step passes every solution through it, and there the
+    // heads that held at the round's start are few (309,000 of the 2.8 million that reach
+    // the step in chess, where nearly all are new atoms): they are left to the merge, which
+    // finds them held, rather than looked up again here.
     let head_checked = v.plan.steps.iter().any(|s| matches!(s, Step::HeadKnown));
     if Heads::new(head, 0).batched && !head_checked {
         drop_held(cx.store, head, &vars, &mut c);
-    } else if cfg!(debug_assertions) && Heads::new(head, 0).batched {
-        let n = c.pos.len();
-        drop_held(cx.store, head, &vars, &mut c);
-        debug_assert_eq!(
-            c.pos.len(),
-            n,
-            "a head past `HeadKnown` held at the round's start"
-        );
     }
     if share {
         chain.heads = exec.heads_found.take();
@@ -2374,6 +2378,10 @@ struct Heads {
     pending_pos: Vec<usize>,
     /// How many new atoms the limit on atoms leaves room for.
     room: usize,
+    /// The heads found to hold already, and their positions as in `at`, when `note_held`
+    /// (heads a join thread collected without looking them up, see `collect_heads`).
+    note_held: bool,
+    held_at: Vec<(usize, TermId)>,
 }
 
 impl Heads {
@@ -2388,18 +2396,23 @@ impl Heads {
             pending: Vec::new(),
             pending_pos: Vec::new(),
             room,
+            note_held: false,
+            held_at: Vec::new(),
         }
     }
 
     /// Takes note of head atom `t`, found where `head_item` matched position `pos`.
     fn found(&mut self, store: &mut TermStore, t: TermId, pos: usize) -> Result<(), &'static str> {
-        if store.flags(t) == 0 {
+        let flags = store.flags(t);
+        if flags == 0 {
             store.set_flags(t, PENDING);
             self.pending.push(t);
             self.pending_pos.push(pos);
             if self.pending.len() > self.room {
                 return Err("max_atoms");
             }
+        } else if self.note_held && flags & HOLDS != 0 {
+            self.held_at.push((pos, t));
         }
         Ok(())
     }

@@ -1539,6 +1539,9 @@ pub(crate) struct Exec<'a> {
     /// Whether `HeadKnown` notes the heads it finds to hold in `head_at_found` even when it
     /// owns `head_at`.
     pub note_head_at: bool,
+    /// Whether `HeadKnown` looks the head up in the term store (always, but on the
+    /// fixpoint's join threads: see `collect_heads`).
+    pub head_lookup: bool,
     /// For each sub-join with a [`Step::OutKnown`], the out bindings its current solve found.
     out_seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
@@ -1601,6 +1604,7 @@ impl<'a> Exec<'a> {
             seen: Vec::new(),
             heads_found: None,
             note_head_at: false,
+            head_lookup: true,
             out_seen: Vec::new(),
             delta_keep: &[],
             last: Vec::new(),
@@ -1849,7 +1853,12 @@ impl<'a> Exec<'a> {
                 if cached.is_some_and(|t| t != UNBOUND) {
                     return Ok(());
                 }
-                if let Some(t) = self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0) {
+                let found = if self.head_lookup {
+                    self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0)
+                } else {
+                    None
+                };
+                if let Some(t) = found {
                     if cached.is_some() && self.store.holds(t) {
                         match &mut self.head_at {
                             std::borrow::Cow::Owned(v) => {
