@@ -1900,12 +1900,14 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         cx.deadline,
     );
     exec.delta_keep = &v.keep;
-    // `HeadKnown` does not look the head up in the term table: nearly every head that reaches
-    // it is a new atom, for which the lookup was a cache miss that found nothing (a seventh
-    // of chess's join threads in perf). A head that held at the round's start then goes on to
-    // the existence test and is collected; the merge finds it held, adds nothing, and notes
-    // it by position as `HeadKnown` would have (`Heads::held_at`).
-    exec.head_lookup = false;
+    // `HeadKnown` stops looking the head up in the term table when its first lookups find
+    // few heads that hold: in chess nearly every head that reaches it is a new atom, for
+    // which the lookup was a cache miss that found nothing (a seventh of the join threads in
+    // perf), while in racer4 many hold, and their existence tests cost more than the
+    // lookups. A head that held at the round's start and was not looked up goes on to the
+    // existence test and is collected; the merge finds it held, adds nothing, and notes it
+    // by position as `HeadKnown` would have (`Heads::held_at`).
+    exec.head_lookup_adaptive = true;
     if let (Some(i), Some(key)) = (v.head_item, v.cache_key) {
         exec.head_item = i;
         let round_start = cx.head_at.get(&key).map_or(&[][..], |h| &h[..]);

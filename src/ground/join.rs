@@ -50,6 +50,11 @@ fn finish(h: rustc_hash::FxHasher) -> u64 {
 /// The most atoms a relation may have for planning to build an index just to estimate a cost.
 const SMALL_RELATION: usize = 4096;
 
+/// How many lookups of `Step::HeadKnown` an adaptive join (`Exec::head_lookup_adaptive`)
+/// makes before it decides whether to go on looking heads up: it stops when fewer than an
+/// eighth of them held.
+const LOOKUP_SAMPLE: u32 = 256;
+
 /// Marks the end of a bucket chain.
 const NIL: u32 = u32::MAX;
 
@@ -1542,6 +1547,12 @@ pub(crate) struct Exec<'a> {
     /// Whether `HeadKnown` looks the head up in the term store (always, but on the
     /// fixpoint's join threads: see `collect_heads`).
     pub head_lookup: bool,
+    /// Whether `HeadKnown` stops looking heads up when the first `LOOKUP_SAMPLE` lookups
+    /// found few that hold (`head_lookup` is then turned off), and its counts of lookups
+    /// and of heads found to hold.
+    pub head_lookup_adaptive: bool,
+    lookups: u32,
+    lookups_held: u32,
     /// For each sub-join with a [`Step::OutKnown`], the out bindings its current solve found.
     out_seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
@@ -1605,6 +1616,9 @@ impl<'a> Exec<'a> {
             heads_found: None,
             note_head_at: false,
             head_lookup: true,
+            head_lookup_adaptive: false,
+            lookups: 0,
+            lookups_held: 0,
             out_seen: Vec::new(),
             delta_keep: &[],
             last: Vec::new(),
@@ -1854,7 +1868,15 @@ impl<'a> Exec<'a> {
                     return Ok(());
                 }
                 let found = if self.head_lookup {
-                    self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0)
+                    let found = self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0);
+                    if self.head_lookup_adaptive {
+                        self.lookups += 1;
+                        self.lookups_held += u32::from(found.is_some());
+                        if self.lookups == LOOKUP_SAMPLE && self.lookups_held * 8 < LOOKUP_SAMPLE {
+                            self.head_lookup = false;
+                        }
+                    }
+                    found
                 } else {
                     None
                 };
