@@ -1956,10 +1956,10 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         Ok(())
     });
     c.found_at = std::mem::take(&mut exec.head_at_found);
-    // A plan with a `HeadKnown` step passes every solution through it, and there the
-    // heads that held at the round's start are few (309,000 of the 2.8 million that reach
-    // the step in chess, where nearly all are new atoms): they are left to the merge, which
-    // finds them held, rather than looked up again here.
+    // A plan with a `HeadKnown` step passes every solution through it: it looked the head
+    // up and went no further where it held, or, once it stopped looking heads up (few held),
+    // the heads that held are left to the merge, which finds them held. Either way they are
+    // not looked up again here.
     let head_checked = v.plan.steps.iter().any(|s| matches!(s, Step::HeadKnown));
     if Heads::new(head, 0).batched && !head_checked {
         drop_held(cx.store, head, &vars, &mut c);
