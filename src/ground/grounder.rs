@@ -15,7 +15,7 @@ use super::types::{
 };
 use super::GroundError;
 use crate::gdl::{Description, Term};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::fmt::Write as _;
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -905,7 +905,7 @@ impl<'d> Grounder<'d> {
         let rules = self.derived_rules(rules);
         let rules = &rules[..];
         // Round 0 evaluates every rule in full.
-        self.drop_unused_indexes(&bounds);
+        self.prepare_indexes(&bounds);
         let mut round = Vec::with_capacity(rules.len());
         for &ci in rules {
             round.push(self.plan_variant(ci, None, in_scc, &bounds, Vec::new())?);
@@ -926,7 +926,7 @@ impl<'d> Grounder<'d> {
             if !any {
                 return Ok(());
             }
-            self.drop_unused_indexes(&bounds);
+            self.prepare_indexes(&bounds);
             // Every variant of the round reads the relations through `bounds` and is planned
             // from them alone, so none depends on what another one adds: they are planned
             // first, then run (`run_round`).
@@ -970,13 +970,24 @@ impl<'d> Grounder<'d> {
     }
 
     /// Drops, before a round, the indexes planning made only to estimate on relations that
-    /// have grown past the size where it makes them (`Relation::drop_unused`). Planning would
-    /// drop them at its first estimate anyway; doing it before the round keeps the number of
-    /// every index the same while the round's plans are made and run.
-    fn drop_unused_indexes(&mut self, bounds: &Bounds) {
+    /// have grown past the size where it makes them (`Relation::drop_unused`), and brings the
+    /// others up to the round's bounds. Planning would drop them at its first estimate anyway;
+    /// doing it before the round keeps the number of every index the same while the round's
+    /// plans are made and run.
+    fn prepare_indexes(&mut self, bounds: &Bounds) {
         for (rel, &n) in self.relations.iter_mut().zip(&bounds.all) {
             rel.drop_unused(n);
         }
+        // Then every index left is brought up to the round's bounds, which planning would do
+        // one index at a time on this thread (`Relation::index`): in chess that was most of
+        // the planning, the relations of the component growing by up to 100,000 atoms a round.
+        let behind: Vec<_> = self
+            .relations
+            .iter_mut()
+            .zip(&bounds.all)
+            .flat_map(|(rel, &n)| rel.behind(n))
+            .collect();
+        join::catch_up_all(behind, &self.store, self.derive_threads, CATCH_UP_ROWS);
     }
 
     /// The rules of `rules` that the fixpoint must run: a rule is left out when another rule
@@ -1256,19 +1267,15 @@ impl<'d> Grounder<'d> {
         let max_atoms = self.limits.max_atoms;
         let to_error = |e: &'static str| heads_limit(e, max_atoms, name);
         let mut heads = Heads::new(head, max_atoms.saturating_sub(self.atoms));
+        heads.note_held = v.cache_key.is_some();
         let vars = head_vars(head);
         let w = vars.len();
         let mut result = Ok(());
         if heads.batched {
+            let from = ArgFrom::of(head, &vars);
             for (k, &pos) in c.pos.iter().enumerate() {
                 let vals = &c.vals[k * w..(k + 1) * w];
-                for p in head.args.iter() {
-                    heads.args.push(match p {
-                        Pat::Var(x) => vals[vars.iter().position(|y| y == x).expect("a head variable")],
-                        Pat::Ground(g) => *g,
-                        Pat::Func(..) => unreachable!("batched heads have no function terms"),
-                    });
-                }
+                heads.args.extend(from.iter().map(|f| f.value(vals)));
                 heads.at.push(pos);
                 if heads.at.len() == HEAD_BATCH {
                     if let Err(e) = heads.flush(&mut self.store) {
@@ -1297,6 +1304,10 @@ impl<'d> Grounder<'d> {
         if result.is_ok() {
             result = c.result;
         }
+        // The heads the join thread collected that held: what `HeadKnown` would have noted.
+        for &(p, t) in &heads.held_at {
+            head_at[p] = t;
+        }
         let time = v.plan_time + c.time + clock.elapsed();
         self.finish_variant(v, result, heads, head_at, c.solutions, time)
     }
@@ -1317,8 +1328,10 @@ impl<'d> Grounder<'d> {
         let Heads {
             pending, pending_pos, ..
         } = heads;
-        for &t in &pending {
-            self.store.clear_flags(t, PENDING);
+        if result.is_err() {
+            for &t in &pending {
+                self.store.clear_flags(t, PENDING);
+            }
         }
         match result {
             Ok(()) => {}
@@ -1341,15 +1354,21 @@ impl<'d> Grounder<'d> {
         cost.derived += derived;
         cost.solutions += solutions;
         cost.runs += 1;
-        for &t in &pending {
-            self.add(ci, t)?;
-        }
-        if let Some(key) = v.cache_key {
-            for (&t, &p) in pending.iter().zip(&pending_pos) {
-                if self.store.holds(t) {
-                    head_at[p] = t;
+        // One pass over the new atoms, each read once (in chess a variant adds up to 100,000).
+        for (k, (&t, &p)) in pending.iter().zip(&pending_pos).enumerate() {
+            self.store.clear_flags(t, PENDING);
+            match self.add(ci, t) {
+                Ok(true) if v.cache_key.is_some() => head_at[p] = t,
+                Ok(_) => {}
+                Err(e) => {
+                    for &u in &pending[k + 1..] {
+                        self.store.clear_flags(u, PENDING);
+                    }
+                    return Err(e);
                 }
             }
+        }
+        if let Some(key) = v.cache_key {
             self.head_at.insert(key, head_at);
         }
         if let Some(i) = self.conjs[ci].rule {
@@ -1360,14 +1379,15 @@ impl<'d> Grounder<'d> {
         Ok(())
     }
 
-    /// Adds atom `t`, derived by rule `ci`, to its relation. `legal` and `goal` atoms of
-    /// something that is not a role are left out: nobody can ever ask for them.
-    fn add(&mut self, ci: usize, t: TermId) -> Result<(), GroundError> {
+    /// Adds atom `t`, derived by rule `ci`, to its relation, and says whether it did. `legal`
+    /// and `goal` atoms of something that is not a role are left out: nobody can ever ask for
+    /// them.
+    fn add(&mut self, ci: usize, t: TermId) -> Result<bool, GroundError> {
         let rel = self.conjs[ci].head.rel;
         if rel == self.k.legal || rel == self.k.goal {
             let args = self.store.args(t);
             if !self.role_index.contains_key(&args[0]) {
-                return Ok(());
+                return Ok(false);
             }
             if rel == self.k.goal && goal_value(&self.store, args[1], self.desc).is_none() {
                 let (line, col) = self.rule_span(&self.conjs[ci]);
@@ -1391,7 +1411,7 @@ impl<'d> Grounder<'d> {
                 &self.rel_names[rel as usize],
             ));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Instantiates every rule of a dynamic relation and assembles the ground program.
@@ -1743,6 +1763,11 @@ struct Variant {
 /// thread would cost more than it saves. The choice changes nothing but the time.
 const PARALLEL_ROUND: usize = 256;
 
+/// The least number of atoms the indexes must take in all, before a round, for them to be
+/// brought up to date on several threads (`join::catch_up_all`); below it a thread would
+/// cost more than it saves. The choice changes nothing but the time.
+const CATCH_UP_ROWS: usize = 20_000;
+
 /// How many atoms the first scan of `plan` reads (in a sub-join, if the plan begins with one):
 /// a cheap measure of a variant's work, read from the plan and the round's bounds alone.
 fn first_scan_size(plan: &Plan, bounds: &Bounds, keep: &[bool]) -> usize {
@@ -1776,6 +1801,38 @@ fn head_vars(head: &AtomPat) -> Vec<u32> {
         }
     });
     vars
+}
+
+/// Where an argument of a head of variables and constants comes from, given the values of
+/// the head's variables (`head_vars`) as a join thread collects them: worked out once per
+/// variant rather than searched for at every argument of every head.
+#[derive(Clone, Copy)]
+enum ArgFrom {
+    /// The value of the head's variable at this position of `head_vars`.
+    Val(usize),
+    /// A constant.
+    Term(TermId),
+}
+
+impl ArgFrom {
+    fn of(head: &AtomPat, vars: &[u32]) -> Vec<ArgFrom> {
+        head.args
+            .iter()
+            .map(|p| match p {
+                Pat::Var(x) => ArgFrom::Val(vars.iter().position(|y| y == x).expect("a head variable")),
+                Pat::Ground(g) => ArgFrom::Term(*g),
+                Pat::Func(..) => unreachable!("batched heads have no function terms"),
+            })
+            .collect()
+    }
+
+    #[inline]
+    fn value(self, vals: &[TermId]) -> TermId {
+        match self {
+            ArgFrom::Val(i) => vals[i],
+            ArgFrom::Term(t) => t,
+        }
+    }
 }
 
 /// What the join threads of a round of the fixpoint read (see `Grounder::run_round`): the
@@ -1857,6 +1914,14 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         cx.deadline,
     );
     exec.delta_keep = &v.keep;
+    // `HeadKnown` stops looking the head up in the term table when its first lookups find
+    // few heads that hold: in chess nearly every head that reaches it is a new atom, for
+    // which the lookup was a cache miss that found nothing (a seventh of the join threads in
+    // perf), while in racer4 many hold, and their existence tests cost more than the
+    // lookups. A head that held at the round's start and was not looked up goes on to the
+    // existence test and is collected; the merge finds it held, adds nothing, and notes it
+    // by position as `HeadKnown` would have (`Heads::held_at`).
+    exec.head_lookup_adaptive = true;
     if let (Some(i), Some(key)) = (v.head_item, v.cache_key) {
         exec.head_item = i;
         let round_start = cx.head_at.get(&key).map_or(&[][..], |h| &h[..]);
@@ -1905,7 +1970,12 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         Ok(())
     });
     c.found_at = std::mem::take(&mut exec.head_at_found);
-    if Heads::new(head, 0).batched {
+    // A plan with a `HeadKnown` step passes every solution through it: it looked the head
+    // up and went no further where it held, or, once it stopped looking heads up (few held),
+    // the heads that held are left to the merge, which finds them held. Either way they are
+    // not looked up again here.
+    let head_checked = v.plan.steps.iter().any(|s| matches!(s, Step::HeadKnown));
+    if Heads::new(head, 0).batched && !head_checked {
         drop_held(cx.store, head, &vars, &mut c);
     }
     if share {
@@ -1936,6 +2006,8 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
     let w = vars.len();
     let arity = head.args.len();
     let mut args: Vec<TermId> = Vec::with_capacity(HEAD_BATCH * arity);
+    let mut hashes = Vec::with_capacity(HEAD_BATCH);
+    let from = ArgFrom::of(head, vars);
     let mut kept = 0;
     let n = c.pos.len();
     for start in (0..n).step_by(HEAD_BATCH) {
@@ -1943,15 +2015,14 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
         args.clear();
         for k in start..end {
             let vals = &c.vals[k * w..(k + 1) * w];
-            args.extend(head.args.iter().map(|p| match p {
-                Pat::Var(x) => vals[vars.iter().position(|y| y == x).expect("a head variable")],
-                Pat::Ground(g) => *g,
-                Pat::Func(..) => unreachable!("batched heads have no function terms"),
-            }));
+            args.extend(from.iter().map(|f| f.value(vals)));
         }
-        store.touch(head.sym, arity, &args);
-        for (k, one) in (start..end).zip(args.chunks_exact(arity)) {
-            if store.find(head.sym, one).is_some_and(|t| store.holds(t)) {
+        store.touch(head.sym, arity, &args, &mut hashes);
+        for ((k, one), &h) in (start..end).zip(args.chunks_exact(arity)).zip(&hashes) {
+            if store
+                .find_hashed(h, head.sym, one)
+                .is_some_and(|t| store.holds(t))
+            {
                 continue;
             }
             c.vals.copy_within(k * w..(k + 1) * w, kept * w);
@@ -2307,11 +2378,18 @@ struct Heads {
     /// derivation's `head_item` scan matched.
     args: Vec<TermId>,
     at: Vec<usize>,
+    /// The hashes of the gathered heads (`TermStore::warm`), computed once for both warming
+    /// and interning.
+    hashes: Vec<u64>,
     /// The new atoms, in the order found, and their positions as in `at`.
     pending: Vec<TermId>,
     pending_pos: Vec<usize>,
     /// How many new atoms the limit on atoms leaves room for.
     room: usize,
+    /// The heads found to hold already, and their positions as in `at`, when `note_held`
+    /// (heads a join thread collected without looking them up, see `collect_heads`).
+    note_held: bool,
+    held_at: Vec<(usize, TermId)>,
 }
 
 impl Heads {
@@ -2322,21 +2400,27 @@ impl Heads {
             batched: !head.args.is_empty() && head.args.iter().all(|p| !matches!(p, Pat::Func(..))),
             args: Vec::new(),
             at: Vec::new(),
+            hashes: Vec::new(),
             pending: Vec::new(),
             pending_pos: Vec::new(),
             room,
+            note_held: false,
+            held_at: Vec::new(),
         }
     }
 
     /// Takes note of head atom `t`, found where `head_item` matched position `pos`.
     fn found(&mut self, store: &mut TermStore, t: TermId, pos: usize) -> Result<(), &'static str> {
-        if store.flags(t) == 0 {
+        let flags = store.flags(t);
+        if flags == 0 {
             store.set_flags(t, PENDING);
             self.pending.push(t);
             self.pending_pos.push(pos);
             if self.pending.len() > self.room {
                 return Err("max_atoms");
             }
+        } else if self.note_held && flags & HOLDS != 0 {
+            self.held_at.push((pos, t));
         }
         Ok(())
     }
@@ -2346,12 +2430,13 @@ impl Heads {
         if self.at.is_empty() {
             return Ok(());
         }
-        store.warm(self.sym, self.arity, &self.args);
+        store.warm(self.sym, self.arity, &self.args, &mut self.hashes);
         let mut args = std::mem::take(&mut self.args);
         let mut at = std::mem::take(&mut self.at);
+        let hashes = std::mem::take(&mut self.hashes);
         let mut result = Ok(());
-        for (one, &pos) in args.chunks_exact(self.arity).zip(&at) {
-            let t = store.intern(self.sym, one);
+        for ((one, &pos), &h) in args.chunks_exact(self.arity).zip(&at).zip(&hashes) {
+            let t = store.intern_hashed(h, self.sym, one);
             result = self.found(store, t, pos);
             if result.is_err() {
                 break;
@@ -2361,6 +2446,7 @@ impl Heads {
         at.clear();
         self.args = args;
         self.at = at;
+        self.hashes = hashes;
         result
     }
 }
@@ -2886,7 +2972,8 @@ struct DeltaProjection {
     /// The literal's variables that something else reads, in order; `None` when that is all
     /// of them (the filter would keep every atom).
     live: Option<Box<[u32]>>,
-    seen: FxHashSet<Box<[TermId]>>,
+    /// The projections seen, kept one after another in one array rather than boxed each.
+    seen: join::Memo<()>,
     binds: Vec<TermId>,
     trail: Vec<u32>,
     /// Scratch space for a projection, so that only a new one is allocated.
@@ -2916,8 +3003,8 @@ impl DeltaProjection {
             }
         });
         DeltaProjection {
+            seen: join::Memo::new(live.len()),
             live: dead.then(|| live.into()),
-            seen: FxHashSet::default(),
             binds: vec![UNBOUND; conj.nvars],
             trail: Vec::new(),
             key: Vec::new(),
@@ -2960,7 +3047,7 @@ impl DeltaProjection {
             let new = ok && {
                 self.key.clear();
                 self.key.extend(live.iter().map(|&v| self.binds[v as usize]));
-                !self.seen.contains(&self.key[..]) && self.seen.insert(self.key.as_slice().into())
+                self.seen.add(&self.key)
             };
             for v in self.trail.drain(..) {
                 self.binds[v as usize] = UNBOUND;

@@ -50,6 +50,11 @@ fn finish(h: rustc_hash::FxHasher) -> u64 {
 /// The most atoms a relation may have for planning to build an index just to estimate a cost.
 const SMALL_RELATION: usize = 4096;
 
+/// How many lookups of `Step::HeadKnown` an adaptive join (`Exec::head_lookup_adaptive`)
+/// makes before it decides whether to go on looking heads up: it stops when fewer than an
+/// eighth of them held.
+const LOOKUP_SAMPLE: u32 = 256;
+
 /// Marks the end of a bucket chain.
 const NIL: u32 = u32::MAX;
 
@@ -177,6 +182,16 @@ impl Relation {
         }
     }
 
+    /// Each of the relation's indexes that is behind its first `n` atoms, with those atoms: the
+    /// work [`catch_up_all`] can share out before a round's plans are made.
+    pub fn behind(&mut self, n: usize) -> impl Iterator<Item = Behind<'_>> {
+        let rows = &self.rows[..n];
+        self.indexes
+            .iter_mut()
+            .filter(move |ix| ix.upto < n)
+            .map(move |ix| (ix, rows))
+    }
+
     /// Bytes held by the indexes, roughly.
     pub fn bytes(&self) -> usize {
         self.rows.capacity() * 4
@@ -186,6 +201,50 @@ impl Relation {
                 .map(|ix| ix.heads.capacity() * 16 + ix.older.capacity() * 4)
                 .sum::<usize>()
     }
+}
+
+/// An index that is behind, and the atoms it is to take in (see [`Relation::behind`]).
+pub(crate) type Behind<'r> = (&'r mut Index, &'r [TermId]);
+
+/// Brings the indexes of `behind` (see [`Relation::behind`]) up to date, on up to `threads`
+/// threads when there are at least `min_rows` atoms to index in all. An index holds the same
+/// after this as after being brought up to date with the same atoms later, when a plan
+/// first reads it, so this changes no plan; it only does the work for a round's plans at
+/// once, several indexes side by side, rather than one after another while each plan is made.
+pub(crate) fn catch_up_all(mut behind: Vec<Behind>, store: &TermStore, threads: usize, min_rows: usize) {
+    let rows = |(ix, r): &Behind| r.len() - ix.upto;
+    let total: usize = behind.iter().map(rows).sum();
+    if threads <= 1 || behind.len() <= 1 || total < min_rows {
+        for (ix, r) in behind {
+            ix.catch_up(r, store);
+        }
+        return;
+    }
+    // The largest first, each to the thread with the least work so far.
+    behind.sort_by_key(|b| std::cmp::Reverse(rows(b)));
+    let mut parts: Vec<(usize, Vec<Behind>)> = (0..threads).map(|_| (0, Vec::new())).collect();
+    for b in behind {
+        let part = parts
+            .iter_mut()
+            .min_by_key(|(work, _)| *work)
+            .expect("at least one thread");
+        part.0 += rows(&b);
+        part.1.push(b);
+    }
+    std::thread::scope(|s| {
+        let mut parts = parts.into_iter().map(|(_, p)| p);
+        let mine = parts.next().expect("at least one thread");
+        for part in parts {
+            s.spawn(move || {
+                for (ix, r) in part {
+                    ix.catch_up(r, store);
+                }
+            });
+        }
+        for (ix, r) in mine {
+            ix.catch_up(r, store);
+        }
+    });
 }
 
 /// The probes a literal can use when the variables in `bound` are known, with where each
@@ -1191,7 +1250,7 @@ enum SubResult {
 /// variables ([`Memo<SubEntries>`]), or the bindings a [`Step::Seen`] has let through
 /// ([`Memo<()>`]). The bindings are kept one after another in one array rather than boxed
 /// each: chess's check test remembers about 940,000.
-struct Memo<V> {
+pub(crate) struct Memo<V> {
     /// The number of variables in a binding.
     width: usize,
     keys: Vec<TermId>,
@@ -1208,7 +1267,7 @@ fn key_hash(key: &[TermId]) -> u64 {
 }
 
 impl<V> Memo<V> {
-    fn new(width: usize) -> Memo<V> {
+    pub fn new(width: usize) -> Memo<V> {
         Memo {
             width,
             keys: Vec::new(),
@@ -1255,7 +1314,7 @@ impl<V> Memo<V> {
 
 impl Memo<()> {
     /// Adds `key`; returns whether it is new.
-    fn add(&mut self, key: &[TermId]) -> bool {
+    pub fn add(&mut self, key: &[TermId]) -> bool {
         let h = key_hash(key);
         let new = self.find(h, key).is_none();
         if new {
@@ -1408,6 +1467,10 @@ pub(crate) struct HeadsFound {
     found: Memo<()>,
     /// Scratch space for the key of the current binding.
     key: Vec<TermId>,
+    /// The hash of the key [`Step::HeadKnown`] last looked up and did not find: the solution
+    /// that follows it in the join has that head, which [`Exec::new_head`] then adds without
+    /// looking it up again.
+    checked: Option<u64>,
 }
 
 impl HeadsFound {
@@ -1418,13 +1481,18 @@ impl HeadsFound {
             found: Memo::new(key_of.len()),
             key_of,
             key: Vec::new(),
+            checked: None,
         }
     }
 
     /// The same set, for a rule whose head (of the same relation) has arguments `key_of`.
     pub fn for_head(self, key_of: Box<[Pat]>) -> HeadsFound {
         debug_assert_eq!(key_of.len(), self.key_of.len());
-        HeadsFound { key_of, ..self }
+        HeadsFound {
+            key_of,
+            checked: None,
+            ..self
+        }
     }
 
     fn make_key(&mut self, binds: &[TermId]) {
@@ -1551,6 +1619,15 @@ pub(crate) struct Exec<'a> {
     /// Whether `HeadKnown` notes the heads it finds to hold in `head_at_found` even when it
     /// owns `head_at`.
     pub note_head_at: bool,
+    /// Whether `HeadKnown` looks the head up in the term store (always, but on the
+    /// fixpoint's join threads: see `collect_heads`).
+    pub head_lookup: bool,
+    /// Whether `HeadKnown` stops looking heads up when the first `LOOKUP_SAMPLE` lookups
+    /// found few that hold (`head_lookup` is then turned off), and its counts of lookups
+    /// and of heads found to hold.
+    pub head_lookup_adaptive: bool,
+    lookups: u32,
+    lookups_held: u32,
     /// For each sub-join with a [`Step::OutKnown`], the out bindings its current solve found.
     out_seen: Vec<Memo<()>>,
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
@@ -1616,6 +1693,10 @@ impl<'a> Exec<'a> {
             neg_memo: Vec::new(),
             heads_found: None,
             note_head_at: false,
+            head_lookup: true,
+            head_lookup_adaptive: false,
+            lookups: 0,
+            lookups_held: 0,
             out_seen: Vec::new(),
             delta_keep: &[],
             last: Vec::new(),
@@ -1643,7 +1724,14 @@ impl<'a> Exec<'a> {
             return true;
         };
         heads.make_key(&self.binds);
-        heads.found.add(&heads.key)
+        match heads.checked.take() {
+            Some(h) => {
+                debug_assert!(h == key_hash(&heads.key) && heads.found.get(&heads.key).is_none());
+                heads.found.insert_hashed(h, &heads.key, ());
+                true
+            }
+            None => heads.found.add(&heads.key),
+        }
     }
 
     /// Runs `plan` over `conj`, calling `emit` with every solution.
@@ -1873,11 +1961,27 @@ impl<'a> Exec<'a> {
                 // The head is a function of the position `head_item` matched: a head found
                 // to hold there before is known without looking it up (a 7-ary atom in
                 // chess's check test, whose later rules find every head of the first again).
+                if let Some(heads) = &mut self.heads_found {
+                    heads.checked = None;
+                }
                 let cached = self.head_at.get(self.head_pos).copied();
                 if cached.is_some_and(|t| t != UNBOUND) {
                     return Ok(());
                 }
-                if let Some(t) = self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0) {
+                let found = if self.head_lookup {
+                    let found = self.find_atom(&conj.head).filter(|&t| self.store.flags(t) != 0);
+                    if self.head_lookup_adaptive {
+                        self.lookups += 1;
+                        self.lookups_held += u32::from(found.is_some());
+                        if self.lookups == LOOKUP_SAMPLE && self.lookups_held * 8 < LOOKUP_SAMPLE {
+                            self.head_lookup = false;
+                        }
+                    }
+                    found
+                } else {
+                    None
+                };
+                if let Some(t) = found {
                     if cached.is_some() && self.store.holds(t) {
                         match &mut self.head_at {
                             std::borrow::Cow::Owned(v) => {
@@ -1893,9 +1997,13 @@ impl<'a> Exec<'a> {
                 }
                 if let Some(heads) = &mut self.heads_found {
                     heads.make_key(&self.binds);
-                    if heads.found.get(&heads.key).is_some() {
+                    let h = key_hash(&heads.key);
+                    if heads.found.find(h, &heads.key).is_some() {
                         return Ok(());
                     }
+                    // The head's variables are bound: a solution of the rest of the join has
+                    // this head (and the set does not change before it is emitted).
+                    heads.checked = Some(h);
                 }
                 // Every later solution of this binding would derive the same atom again: the
                 // rest of the join is an existence test, which stops at its first solution.

@@ -60,6 +60,10 @@ struct Slots {
 impl Slots {
     /// `len` empty slots.
     fn new(len: usize) -> Slots {
+        assert!(
+            len.is_power_of_two() && len <= 1 << 32,
+            "a term table of a power of two slots, at most 2^32"
+        );
         let map = memmap2::MmapMut::map_anon(len * 8).expect("memory for the term table");
         // Only a hint: without huge pages the table works the same, more slowly.
         let _ = map.advise(memmap2::Advice::HugePage);
@@ -74,6 +78,13 @@ impl Slots {
     #[inline]
     fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The base-2 logarithm of the number of slots (a power of two, at most `2^32`, so that
+    /// the part of the hash an entry keeps holds its home slot).
+    #[inline]
+    fn bits(&self) -> u32 {
+        self.len.trailing_zeros()
     }
 
     #[inline]
@@ -123,9 +134,22 @@ fn hash_of(functor: Symbol, args: &[TermId]) -> u64 {
     for &a in args {
         h.write_u32(a);
     }
-    // FxHasher leaves the low bits weak; mixing the high bits in spreads them over the slots.
-    let x = h.finish();
-    x ^ (x >> 29) ^ (x >> 47)
+    // The table takes a term's slot from the high bits of its hash (see `home`). FxHasher's
+    // product has its best bits at the top, but its `finish` rotates them to the bottom for
+    // tables that use the low bits: undo that, and mix once more so that every bit of the
+    // product reaches the top.
+    let x = h.finish().rotate_right(26);
+    (x ^ (x >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The first slot to probe for a term with hash `h` in a table of `2^bits` slots: the high
+/// `bits` bits of the hash. They are also the high bits of the part of the hash each entry
+/// keeps (`entry`), so growing the table finds every entry's new slot from the entry alone,
+/// without reading the term or hashing it again, and goes through the old table in order
+/// while filling the new one in order (a term of old slot `i` goes near slot `2i`).
+#[inline]
+fn home(h: u64, bits: u32) -> usize {
+    (h >> (64 - bits)) as usize
 }
 
 impl TermStore {
@@ -138,7 +162,7 @@ impl TermStore {
     #[inline]
     fn slot(&self, h: u64, functor: Symbol, args: &[TermId]) -> usize {
         let mask = self.table.len() - 1;
-        let mut slot = h as usize & mask;
+        let mut slot = home(h, self.table.bits());
         loop {
             let e = self.table.get(slot);
             if e == EMPTY || (e >> 32 == h >> 32 && self.is_at(record(e), functor, args)) {
@@ -150,10 +174,15 @@ impl TermStore {
 
     /// The id of `functor(args…)`, adding the term if it is new.
     pub fn intern(&mut self, functor: Symbol, args: &[TermId]) -> TermId {
+        self.intern_hashed(hash_of(functor, args), functor, args)
+    }
+
+    /// [`TermStore::intern`] for a term whose hash [`TermStore::warm`] gave.
+    pub fn intern_hashed(&mut self, h: u64, functor: Symbol, args: &[TermId]) -> TermId {
+        debug_assert_eq!(h, hash_of(functor, args));
         if self.table.len() < 2 * (self.offsets.len() + 1) {
             self.grow();
         }
-        let h = hash_of(functor, args);
         let slot = self.slot(h, functor, args);
         let e = self.table.get(slot);
         if e != EMPTY {
@@ -182,30 +211,33 @@ impl TermStore {
     /// `arity` arguments of `args`, and the records those slots name, so that interning the
     /// terms one after another does not wait for each cache miss in turn: the loads here do
     /// not depend on each other, and the processor overlaps them. The table grows first if
-    /// interning them could make it grow. It changes nothing else.
-    pub fn warm(&mut self, functor: Symbol, arity: usize, args: &[TermId]) {
+    /// interning them could make it grow. It changes nothing else. The terms' hashes are left
+    /// in `hashes`, in order, for [`TermStore::intern_hashed`].
+    pub fn warm(&mut self, functor: Symbol, arity: usize, args: &[TermId], hashes: &mut Vec<u64>) {
         let n = args.len() / arity.max(1);
         while self.table.len() < 2 * (self.offsets.len() + n + 1) {
             self.grow();
         }
-        self.touch(functor, arity, args);
+        self.touch(functor, arity, args, hashes);
     }
 
     /// Brings into the cache the table slots of the terms `functor(args…)` and the records
-    /// they name, as [`TermStore::warm`] does, for looking the terms up (`find`) rather than
-    /// adding them: a store shared by several threads only reads.
-    pub fn touch(&self, functor: Symbol, arity: usize, args: &[TermId]) {
+    /// they name, as [`TermStore::warm`] does, for looking the terms up
+    /// ([`TermStore::find_hashed`]) rather than adding them: a store shared by several
+    /// threads only reads. The terms' hashes are left in `hashes`.
+    pub fn touch(&self, functor: Symbol, arity: usize, args: &[TermId], hashes: &mut Vec<u64>) {
+        hashes.clear();
+        hashes.extend(args.chunks_exact(arity.max(1)).map(|one| hash_of(functor, one)));
         if self.table.is_empty() {
             return;
         }
-        let mask = self.table.len() - 1;
+        let bits = self.table.bits();
         let mut touched = 0u64;
-        for one in args.chunks_exact(arity.max(1)) {
-            touched ^= self.table.get(hash_of(functor, one) as usize & mask);
+        for &h in hashes.iter() {
+            touched ^= self.table.get(home(h, bits));
         }
-        for one in args.chunks_exact(arity.max(1)) {
-            let h = hash_of(functor, one);
-            let e = self.table.get(h as usize & mask);
+        for &h in hashes.iter() {
+            let e = self.table.get(home(h, bits));
             if e != EMPTY && e >> 32 == h >> 32 {
                 touched ^= u64::from(self.data[record(e) + ID]);
             }
@@ -215,10 +247,15 @@ impl TermStore {
 
     /// The id of `functor(args…)` if the term exists.
     pub fn find(&self, functor: Symbol, args: &[TermId]) -> Option<TermId> {
+        self.find_hashed(hash_of(functor, args), functor, args)
+    }
+
+    /// [`TermStore::find`] for a term whose hash [`TermStore::touch`] gave.
+    pub fn find_hashed(&self, h: u64, functor: Symbol, args: &[TermId]) -> Option<TermId> {
+        debug_assert_eq!(h, hash_of(functor, args));
         if self.table.is_empty() {
             return None;
         }
-        let h = hash_of(functor, args);
         let e = self.table.get(self.slot(h, functor, args));
         (e != EMPTY).then(|| self.data[record(e) + ID])
     }
@@ -234,20 +271,27 @@ impl TermStore {
         mine.iter().zip(args).all(|(a, b)| a == b)
     }
 
+    /// Doubles the table. Each entry's new home slot is read off the hash bits the entry keeps
+    /// (`home`), so no term is read or hashed again: in chess, rehashing the terms from their
+    /// records at each doubling (a random write per term, and the terms' records read again)
+    /// was a tenth of the fixpoint's thread.
     fn grow(&mut self) {
         let size = (self.table.len() * 2).max(64);
-        self.table = Slots::new(size);
+        let mut table = Slots::new(size);
+        let bits = table.bits();
         let mask = size - 1;
-        // The hashes are computed again rather than kept per term: growing is rare, and a
-        // vector of them would be as large as the terms' ids.
-        for id in 0..self.offsets.len() as TermId {
-            let h = hash_of(self.functor(id), self.args(id));
-            let mut slot = h as usize & mask;
-            while self.table.get(slot) != EMPTY {
+        for i in 0..self.table.len() {
+            let e = self.table.get(i);
+            if e == EMPTY {
+                continue;
+            }
+            let mut slot = home(e, bits);
+            while table.get(slot) != EMPTY {
                 slot = (slot + 1) & mask;
             }
-            self.table.set(slot, entry(h, self.offsets[id as usize]));
+            table.set(slot, e);
         }
+        self.table = table;
     }
 
     /// Where term `t`'s record starts.
@@ -376,6 +420,7 @@ mod tests {
             warmed.intern(Symbol(i), &[]);
         }
         let mut batch = Vec::new();
+        let mut hashes = Vec::new();
         for round in 0..200u32 {
             batch.clear();
             for k in 0..32u32 {
@@ -383,10 +428,13 @@ mod tests {
                 batch.extend([consts[x], consts[(x * 5 + 1) % 64], consts[k as usize]]);
             }
             let before = warmed.len();
-            warmed.warm(Symbol(99), 3, &batch);
+            warmed.warm(Symbol(99), 3, &batch, &mut hashes);
             assert_eq!(warmed.len(), before);
-            for one in batch.chunks_exact(3) {
-                assert_eq!(warmed.intern(Symbol(99), one), plain.intern(Symbol(99), one));
+            assert_eq!(hashes.len(), 32);
+            for (one, &h) in batch.chunks_exact(3).zip(&hashes) {
+                let t = warmed.intern_hashed(h, Symbol(99), one);
+                assert_eq!(t, plain.intern(Symbol(99), one));
+                assert_eq!(warmed.find_hashed(h, Symbol(99), one), Some(t));
             }
         }
         assert_eq!(warmed.len(), plain.len());
