@@ -40,6 +40,15 @@ pub(super) struct Shape {
     pub window: bool,
     /// Whether wide folds read more than once go through [`root`].
     pub root: bool,
+    /// Whether a gate's value is used at most once in the IR: a gate stored anyway and read
+    /// again, or read more than once, is stored and read back from memory by each reader.
+    /// Cranelift folds a load into the operation that reads it only if the loaded value is
+    /// used once, counting through every chain of operations, so a gate's value used twice
+    /// keeps every load of its fold a separate instruction; [`root`] avoids that with blocks,
+    /// which the single-pass register allocator pays for with reloads of the array's address,
+    /// and that allocator keeps a value used twice on the stack anyway, so that a read from a
+    /// register is a load from the stack. For x86-64 code under that allocator.
+    pub reload: bool,
 }
 
 /// The most accumulators a long operand group is folded into: enough to keep two or three
@@ -1191,21 +1200,26 @@ pub(super) fn emit(
             let v = combine(b, width, op, p, n);
             let slot = program.gate_slot(g as usize);
             let now = stored.get(g as usize).copied().unwrap_or(true);
-            // Stored and read again, or read twice: more than one use.
             let read = next_at(position);
+            let twice = read != NEVER && next_at(read as usize) != NEVER;
+            // Stored and read again, or read twice: more than one use.
             let wide = shape.root && program.gates[g as usize].len as usize >= ROOT_OPERANDS;
-            let v = if wide && read != NEVER && (now || next_at(read as usize) != NEVER) {
+            let v = if wide && read != NEVER && (now || twice) {
                 root(b, base, width, v)
             } else {
                 v
             };
             // A value that must be in memory is stored now; another only if it leaves the
-            // registers before its last read, like a partial value.
-            if now {
+            // registers before its last read, like a partial value. With `reload`, a value that
+            // would have a second use (its store, or another read) is stored and every read
+            // loads it again.
+            let reload = shape.reload && (now || twice);
+            if now || reload {
                 window.follow(b, slot);
                 window.store(b, slot, v);
             }
-            if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(!now)) {
+            let next = if reload { NEVER } else { read };
+            if let Some((slot, value)) = kept.note(slot, v, next, Some(!now)) {
                 window.store(b, slot, value);
             }
             position += 1;
