@@ -1297,7 +1297,7 @@ pub(super) fn combine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cranelift_codegen::ir::{types, Function};
+    use cranelift_codegen::ir::{types, Function, InstructionData};
     use cranelift_frontend::FunctionBuilderContext;
     use propjet_runtime::{Gate, Layout};
 
@@ -1549,6 +1549,60 @@ mod tests {
             capacity: 0,
         };
         assert_eq!(none.note(24, v[0], 3, Some(true)), Some((24, v[0])));
+    }
+
+    #[test]
+    fn with_reload_a_gate_read_twice_is_stored_and_read_back_so_its_value_is_used_once() {
+        // Gates at slots 4, 5, 6: g4 = b2 & b3, read by g5 = g4 & b2 and g6 = g4 & b3; g4 is
+        // no output, so only g5 and g6 must be stored.
+        let p = program(&[&[2, 3], &[4, 2], &[4, 3]]);
+        let stored = [false, true, true];
+        // For each setting: the most uses of an operation's value, the stores, and the loads of
+        // g4's slot.
+        let emitted = |reload: bool| {
+            let shape = Shape {
+                keep: 8,
+                accumulators: ACCUMULATORS,
+                cluster: 1,
+                partial: false,
+                window: false,
+                root: false,
+                reload,
+            };
+            let schedule = schedule(&p, &[0, 1, 2], shape, &[], &mut SlotIds::default());
+            let mut func = Function::new();
+            let mut ctx = FunctionBuilderContext::new();
+            let mut b = FunctionBuilder::new(&mut func, &mut ctx);
+            let block = b.create_block();
+            let base = b.append_block_param(block, types::I64);
+            b.switch_to_block(block);
+            emit(&mut b, base, Width::X128, &p, &schedule, &stored, shape);
+            let mut uses: FxHashMap<Value, usize> = FxHashMap::default();
+            let (mut stores, mut loads_of_g4) = (0, 0);
+            let insts: Vec<_> = func.layout.block_insts(block).collect();
+            for &inst in &insts {
+                for v in func.dfg.inst_values(inst) {
+                    *uses.entry(v).or_default() += 1;
+                }
+                match func.dfg.insts[inst] {
+                    InstructionData::Store { .. } => stores += 1,
+                    InstructionData::Load { offset, .. } if i32::from(offset) == 4 * 16 => loads_of_g4 += 1,
+                    _ => {}
+                }
+            }
+            let most = insts
+                .iter()
+                .filter(|&&inst| matches!(func.dfg.insts[inst].opcode(), Opcode::Band | Opcode::Bor))
+                .map(|&inst| uses.get(&func.dfg.first_result(inst)).copied().unwrap_or(0))
+                .max();
+            (most, stores, loads_of_g4)
+        };
+        // Kept in a register, g4's value feeds both readers and its fold's loads could not be
+        // memory operands.
+        assert_eq!(emitted(false), (Some(2), 2, 0));
+        // With reload, g4 is stored and loaded back, and the loaded value is kept for the
+        // second reader: a load read twice keeps only itself out of the operations.
+        assert_eq!(emitted(true), (Some(1), 3, 1));
     }
 
     #[test]
