@@ -40,6 +40,15 @@ pub(super) struct Shape {
     pub window: bool,
     /// Whether wide folds read more than once go through [`root`].
     pub root: bool,
+    /// Whether a gate's value is used at most once in the IR: a gate stored anyway and read
+    /// again, or read more than once, is stored and read back from memory by each reader.
+    /// Cranelift folds a load into the operation that reads it only if the loaded value is
+    /// used once, counting through every chain of operations, so a gate's value used twice
+    /// keeps every load of its fold a separate instruction; [`root`] avoids that with blocks,
+    /// which the single-pass register allocator pays for with reloads of the array's address,
+    /// and that allocator keeps a value used twice on the stack anyway, so that a read from a
+    /// register is a load from the stack. For x86-64 code under that allocator.
+    pub reload: bool,
 }
 
 /// The most accumulators a long operand group is folded into: enough to keep two or three
@@ -1191,21 +1200,26 @@ pub(super) fn emit(
             let v = combine(b, width, op, p, n);
             let slot = program.gate_slot(g as usize);
             let now = stored.get(g as usize).copied().unwrap_or(true);
-            // Stored and read again, or read twice: more than one use.
             let read = next_at(position);
+            let twice = read != NEVER && next_at(read as usize) != NEVER;
+            // Stored and read again, or read twice: more than one use.
             let wide = shape.root && program.gates[g as usize].len as usize >= ROOT_OPERANDS;
-            let v = if wide && read != NEVER && (now || next_at(read as usize) != NEVER) {
+            let v = if wide && read != NEVER && (now || twice) {
                 root(b, base, width, v)
             } else {
                 v
             };
             // A value that must be in memory is stored now; another only if it leaves the
-            // registers before its last read, like a partial value.
-            if now {
+            // registers before its last read, like a partial value. With `reload`, a value that
+            // would have a second use (its store, or another read) is stored and every read
+            // loads it again.
+            let reload = shape.reload && (now || twice);
+            if now || reload {
                 window.follow(b, slot);
                 window.store(b, slot, v);
             }
-            if let Some((slot, value)) = kept.note(slot, v, next_at(position), Some(!now)) {
+            let next = if reload { NEVER } else { read };
+            if let Some((slot, value)) = kept.note(slot, v, next, Some(!now)) {
                 window.store(b, slot, value);
             }
             position += 1;
@@ -1283,7 +1297,7 @@ pub(super) fn combine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cranelift_codegen::ir::{types, Function};
+    use cranelift_codegen::ir::{types, Function, InstructionData};
     use cranelift_frontend::FunctionBuilderContext;
     use propjet_runtime::{Gate, Layout};
 
@@ -1535,6 +1549,60 @@ mod tests {
             capacity: 0,
         };
         assert_eq!(none.note(24, v[0], 3, Some(true)), Some((24, v[0])));
+    }
+
+    #[test]
+    fn with_reload_a_gate_read_twice_is_stored_and_read_back_so_its_value_is_used_once() {
+        // Gates at slots 4, 5, 6: g4 = b2 & b3, read by g5 = g4 & b2 and g6 = g4 & b3; g4 is
+        // no output, so only g5 and g6 must be stored.
+        let p = program(&[&[2, 3], &[4, 2], &[4, 3]]);
+        let stored = [false, true, true];
+        // For each setting: the most uses of an operation's value, the stores, and the loads of
+        // g4's slot.
+        let emitted = |reload: bool| {
+            let shape = Shape {
+                keep: 8,
+                accumulators: ACCUMULATORS,
+                cluster: 1,
+                partial: false,
+                window: false,
+                root: false,
+                reload,
+            };
+            let schedule = schedule(&p, &[0, 1, 2], shape, &[], &mut SlotIds::default());
+            let mut func = Function::new();
+            let mut ctx = FunctionBuilderContext::new();
+            let mut b = FunctionBuilder::new(&mut func, &mut ctx);
+            let block = b.create_block();
+            let base = b.append_block_param(block, types::I64);
+            b.switch_to_block(block);
+            emit(&mut b, base, Width::X128, &p, &schedule, &stored, shape);
+            let mut uses: FxHashMap<Value, usize> = FxHashMap::default();
+            let (mut stores, mut loads_of_g4) = (0, 0);
+            let insts: Vec<_> = func.layout.block_insts(block).collect();
+            for &inst in &insts {
+                for v in func.dfg.inst_values(inst) {
+                    *uses.entry(v).or_default() += 1;
+                }
+                match func.dfg.insts[inst] {
+                    InstructionData::Store { .. } => stores += 1,
+                    InstructionData::Load { offset, .. } if i32::from(offset) == 4 * 16 => loads_of_g4 += 1,
+                    _ => {}
+                }
+            }
+            let most = insts
+                .iter()
+                .filter(|&&inst| matches!(func.dfg.insts[inst].opcode(), Opcode::Band | Opcode::Bor))
+                .map(|&inst| uses.get(&func.dfg.first_result(inst)).copied().unwrap_or(0))
+                .max();
+            (most, stores, loads_of_g4)
+        };
+        // Kept in a register, g4's value feeds both readers and its fold's loads could not be
+        // memory operands.
+        assert_eq!(emitted(false), (Some(2), 2, 0));
+        // With reload, g4 is stored and loaded back, and the loaded value is kept for the
+        // second reader: a load read twice keeps only itself out of the operations.
+        assert_eq!(emitted(true), (Some(1), 3, 1));
     }
 
     #[test]

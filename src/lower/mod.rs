@@ -1215,13 +1215,14 @@ fn compile_job(
     let isa = &isas.plain;
     ctx.clear();
     ctx.func.signature = chunk_signature(&**isa);
-    // Both save bytes of x86-64 encodings (one-byte displacements, loads folded into memory
+    // These save bytes of x86-64 encodings (one-byte displacements, loads folded into memory
     // operands, which other ISAs' operations do not have); elsewhere the code stays as it was
     // measured.
     let x86_64 = isa.triple().architecture == target_lexicon::Architecture::X86_64;
     let shape = gates::Shape {
         window: shape.window && x86_64,
         root: shape.root && x86_64,
+        reload: shape.reload && x86_64,
         ..shape
     };
     build_function(&mut ctx.func, fctx, isa.frontend_config(), |b, base| {
@@ -1301,6 +1302,9 @@ fn shape(options: &Options) -> Shapes {
             // in a stack slot, the array's address included, so the blocks of `gates::root`
             // made it reload that address before nearly every load (`doc/native.md`).
             root: options.fold_shared && options.regalloc != Regalloc::SinglePass,
+            // Where `root` is off for that allocator, a value is used once instead (x86-64
+            // only: it helps by making loads memory operands).
+            reload: options.regalloc == Regalloc::SinglePass,
         },
         cluster_x64: options.cluster_x64,
     }
