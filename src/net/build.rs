@@ -739,15 +739,7 @@ fn push(
             return Ok(NodeId(found));
         }
     }
-    if nodes.len() >= limits.max_nodes {
-        return Err(NetError::Limit {
-            limit: "max_nodes",
-            value: limits.max_nodes as u64,
-            what: "the unoptimized net".into(),
-        });
-    }
-    nodes.push(node);
-    Ok(NodeId::from_index(nodes.len() - 1))
+    append(nodes, limits, node)
 }
 
 /// [`push`] of the and of `ops`, which are sorted and without repeats (as [`push`] makes
@@ -769,6 +761,11 @@ fn push_and(
     if let Some(found) = found {
         return Ok(NodeId(found));
     }
+    append(nodes, limits, Node::And(ops.to_vec()))
+}
+
+/// Appends a node that is not there yet, within the limit on nodes.
+fn append(nodes: &mut Vec<Node>, limits: &NetLimits, node: Node) -> Result<NodeId, NetError> {
     if nodes.len() >= limits.max_nodes {
         return Err(NetError::Limit {
             limit: "max_nodes",
@@ -776,7 +773,7 @@ fn push_and(
             what: "the unoptimized net".into(),
         });
     }
-    nodes.push(Node::And(ops.to_vec()));
+    nodes.push(node);
     Ok(NodeId::from_index(nodes.len() - 1))
 }
 
