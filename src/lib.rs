@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod compare;
 pub mod compile;
 pub mod gdl;
+mod graph;
 pub mod ground;
 pub mod lower;
 pub mod measure;

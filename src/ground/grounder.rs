@@ -2732,35 +2732,33 @@ impl Out {
         let deps_of = |l: usize| &deps[deps_end[l] as usize..deps_end[l + 1] as usize];
         let mut lits = std::mem::take(&mut self.scratch);
         let mut ranges = std::mem::take(&mut self.ranges);
-        let mut result = Ok(());
-        components_by(m, deps_of, |comp| {
-            if result.is_err() {
-                return;
-            }
-            let acyclic = comp.len() == 1 && !deps_of(comp[0] as usize).contains(&comp[0]);
-            for &l in comp.iter() {
-                let head = heads[l as usize];
-                lits.clear();
-                ranges.clear();
-                for &r in rules_of(l as usize) {
-                    let s = lits.len();
-                    lits.extend(
-                        staged
-                            .body(r as usize)
-                            .iter()
-                            .map(|lit| GroundLit::new(self.alias[lit.atom().index()], lit.negated())),
-                    );
-                    if normalize_body(&mut lits, s) {
-                        ranges.push((s, lits.len()));
+        crate::graph::components(
+            m,
+            0..m as u32,
+            |l, to| to.extend_from_slice(deps_of(l as usize)),
+            |comp| {
+                let acyclic = comp.len() == 1 && !deps_of(comp[0] as usize).contains(&comp[0]);
+                for &l in comp.iter() {
+                    let head = heads[l as usize];
+                    lits.clear();
+                    ranges.clear();
+                    for &r in rules_of(l as usize) {
+                        let s = lits.len();
+                        lits.extend(
+                            staged
+                                .body(r as usize)
+                                .iter()
+                                .map(|lit| GroundLit::new(self.alias[lit.atom().index()], lit.negated())),
+                        );
+                        if normalize_body(&mut lits, s) {
+                            ranges.push((s, lits.len()));
+                        }
                     }
+                    self.settle_atom(head, &lits, &mut ranges, acyclic)?;
                 }
-                if let Err(e) = self.settle_atom(head, &lits, &mut ranges, acyclic) {
-                    result = Err(e);
-                    return;
-                }
-            }
-        });
-        result?;
+                Ok(())
+            },
+        )?;
         self.scratch = lits;
         self.ranges = ranges;
         // Every atom made so far has its final identity: later components only read them.
@@ -3291,67 +3289,17 @@ fn rule_order(deps: &[Vec<RelId>], rules_of: &[Vec<usize>]) -> Vec<Vec<usize>> {
 /// overflow the stack.
 pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
     let mut out = Vec::new();
-    components_by(deps.len(), |v| &deps[v], |comp| out.push(comp.to_vec()));
+    crate::graph::components::<u32, std::convert::Infallible>(
+        deps.len(),
+        0..deps.len() as u32,
+        |v, to| to.extend_from_slice(&deps[v as usize]),
+        |comp| {
+            out.push(comp.to_vec());
+            Ok(())
+        },
+    )
+    .unwrap_or_else(|never| match never {});
     out
-}
-
-/// [`components`] of the graph of `n` nodes whose successors `succ` gives, each component
-/// handed to `emit` as it is found (sorted), in the same order. It allocates nothing per node
-/// or per component: settling chess's check test splits 313,000 heads into components of one.
-fn components_by<'g>(n: usize, succ: impl Fn(usize) -> &'g [u32], mut emit: impl FnMut(&[u32])) {
-    const UNSEEN: usize = usize::MAX;
-    let mut index = vec![UNSEEN; n];
-    let mut low = vec![0usize; n];
-    let mut on_stack = vec![false; n];
-    let mut stack: Vec<usize> = Vec::new();
-    let mut frames: Vec<(usize, usize)> = Vec::new();
-    let mut comp: Vec<u32> = Vec::new();
-    let mut counter = 0;
-    for root in 0..n {
-        if index[root] != UNSEEN {
-            continue;
-        }
-        frames.push((root, 0));
-        index[root] = counter;
-        low[root] = counter;
-        counter += 1;
-        stack.push(root);
-        on_stack[root] = true;
-        while let Some(frame) = frames.last_mut() {
-            let v = frame.0;
-            if let Some(&w) = succ(v).get(frame.1) {
-                frame.1 += 1;
-                let w = w as usize;
-                if index[w] == UNSEEN {
-                    index[w] = counter;
-                    low[w] = counter;
-                    counter += 1;
-                    stack.push(w);
-                    on_stack[w] = true;
-                    frames.push((w, 0));
-                } else if on_stack[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-                continue;
-            }
-            frames.pop();
-            if let Some(&(parent, _)) = frames.last() {
-                low[parent] = low[parent].min(low[v]);
-            }
-            if low[v] == index[v] {
-                comp.clear();
-                while let Some(w) = stack.pop() {
-                    on_stack[w] = false;
-                    comp.push(w as RelId);
-                    if w == v {
-                        break;
-                    }
-                }
-                comp.sort_unstable();
-                emit(&comp);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,13 @@ use std::time::Duration;
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct AtomId(pub u32);
 
+impl crate::graph::Vertex for AtomId {
+    #[inline]
+    fn index(self) -> usize {
+        AtomId::index(self)
+    }
+}
+
 impl AtomId {
     /// The id as a `usize`, for indexing `Grounded::atoms`.
     #[inline]

@@ -651,7 +651,7 @@ fn components<E>(
         out.truncate(start + len);
     };
     let mut batch = Components::default();
-    tarjan(g.atoms.len(), &roots, succ, |scc| {
+    crate::graph::components(g.atoms.len(), roots, succ, |scc| {
         let cyclic = scc.len() > 1 || {
             let a = scc[0];
             heads
@@ -797,83 +797,4 @@ fn hash_of(kind: u8, ops: &[NodeId]) -> u64 {
     // The table keeps the high half of the hash as a tag and indexes by the low half; the
     // multiplication spreads the hasher's last mix over both.
     h.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// Hands each strongly connected component of the graph on `roots` and what they reach to
-/// `emit`, its atoms sorted, after every component it has an edge to (dependencies first),
-/// and stops at the first error `emit` returns. Iterative, so deep recursion
-/// in a game cannot overflow the stack.
-fn tarjan<E>(
-    n: usize,
-    roots: &[AtomId],
-    succ: impl Fn(AtomId, &mut Vec<AtomId>),
-    mut emit: impl FnMut(&[AtomId]) -> Result<(), E>,
-) -> Result<(), E> {
-    const UNVISITED: u32 = u32::MAX;
-    let mut index = vec![UNVISITED; n];
-    let mut low = vec![0u32; n];
-    let mut on_stack = vec![false; n];
-    let mut stack: Vec<AtomId> = Vec::new();
-    let mut scc = Vec::new();
-    let mut counter = 0u32;
-    // Each frame: the atom, and the position of its next successor to visit and the end of
-    // its successors in `successors`. The frames' successors lie in one array, in the order
-    // of the frames, so that a frame's are dropped with it (an allocation per atom took a
-    // fifth of this on alexChess's 218,000 heads).
-    let mut frames: Vec<(AtomId, usize, usize)> = Vec::new();
-    let mut successors: Vec<AtomId> = Vec::new();
-    for &root in roots {
-        if index[root.index()] != UNVISITED {
-            continue;
-        }
-        index[root.index()] = counter;
-        low[root.index()] = counter;
-        counter += 1;
-        stack.push(root);
-        on_stack[root.index()] = true;
-        succ(root, &mut successors);
-        frames.push((root, 0, successors.len()));
-        while let Some(frame) = frames.last_mut() {
-            let v = frame.0;
-            if frame.1 < frame.2 {
-                let w = successors[frame.1];
-                frame.1 += 1;
-                if index[w.index()] == UNVISITED {
-                    index[w.index()] = counter;
-                    low[w.index()] = counter;
-                    counter += 1;
-                    stack.push(w);
-                    on_stack[w.index()] = true;
-                    let start = successors.len();
-                    succ(w, &mut successors);
-                    frames.push((w, start, successors.len()));
-                } else if on_stack[w.index()] {
-                    low[v.index()] = low[v.index()].min(index[w.index()]);
-                }
-                continue;
-            }
-            frames.pop();
-            // Its successors are the last in the array: every frame above it is gone.
-            let end = frames.last().map_or(0, |f| f.2);
-            successors.truncate(end);
-            if let Some(parent) = frames.last() {
-                let p = parent.0;
-                low[p.index()] = low[p.index()].min(low[v.index()]);
-            }
-            if low[v.index()] == index[v.index()] {
-                scc.clear();
-                loop {
-                    let w = stack.pop().expect("the component's root is on the stack");
-                    on_stack[w.index()] = false;
-                    scc.push(w);
-                    if w == v {
-                        break;
-                    }
-                }
-                scc.sort_unstable();
-                emit(&scc)?;
-            }
-        }
-    }
-    Ok(())
 }
