@@ -1621,7 +1621,7 @@ pub(crate) struct Exec<'a> {
     pub note_head_at: bool,
     /// Whether `HeadKnown` looks the head up in the term store (always, but on the
     /// fixpoint's join threads: see `collect_heads`).
-    pub head_lookup: bool,
+    head_lookup: bool,
     /// Whether `HeadKnown` stops looking heads up when the first `LOOKUP_SAMPLE` lookups
     /// found few that hold (`head_lookup` is then turned off), and its counts of lookups
     /// and of heads found to hold.
