@@ -2002,6 +2002,15 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
 /// Leaves out of `c` the heads (of variables and constants) that held at the round's start:
 /// the merge would only find them held, after a cache miss each on the main thread. They are
 /// looked up here `HEAD_BATCH` at a time after `TermStore::touch`, whose loads overlap.
+///
+/// Where few of them hold, the lookups are a cache miss each for nothing, and the merge
+/// looks the new heads up again when it interns them: in chess the magic rules of the rays
+/// collect 262,144 heads each, nearly all new. So the batches are looked up while at least
+/// an eighth of the heads looked up so far held (after the first `DROP_SAMPLE` batches, all
+/// looked up); otherwise only every `DROP_RECHECK`th batch is, and one in which an eighth
+/// held turns the lookups on again. A head left in `c` that held is found held by the merge,
+/// which adds nothing and notes it by position as `HeadKnown` would (`Heads::held_at`), so
+/// this changes only where the lookups are made.
 fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected) {
     let w = vars.len();
     let arity = head.args.len();
@@ -2010,8 +2019,21 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
     let from = ArgFrom::of(head, vars);
     let mut kept = 0;
     let n = c.pos.len();
-    for start in (0..n).step_by(HEAD_BATCH) {
+    let (mut looked, mut held) = (0usize, 0usize);
+    for (batch, start) in (0..n).step_by(HEAD_BATCH).enumerate() {
         let end = (start + HEAD_BATCH).min(n);
+        let look = batch < DROP_SAMPLE || held * 8 >= looked || batch % DROP_RECHECK == 0;
+        if !look {
+            let len = end - start;
+            c.vals.copy_within(start * w..end * w, kept * w);
+            c.pos.copy_within(start..end, kept);
+            kept += len;
+            continue;
+        }
+        if batch >= DROP_SAMPLE && held * 8 < looked {
+            // A new sample: the heads looked up before tell nothing about this stretch.
+            (looked, held) = (0, 0);
+        }
         args.clear();
         for k in start..end {
             let vals = &c.vals[k * w..(k + 1) * w];
@@ -2019,10 +2041,12 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
         }
         store.touch(head.sym, arity, &args, &mut hashes);
         for ((k, one), &h) in (start..end).zip(args.chunks_exact(arity)).zip(&hashes) {
+            looked += 1;
             if store
                 .find_hashed(h, head.sym, one)
                 .is_some_and(|t| store.holds(t))
             {
+                held += 1;
                 continue;
             }
             c.vals.copy_within(k * w..(k + 1) * w, kept * w);
@@ -2363,6 +2387,14 @@ const HEAD_NONE: TermId = TermId::MAX - 1;
 
 /// How many heads of variables and constants a derivation gathers before interning them.
 const HEAD_BATCH: usize = 32;
+
+/// How many batches of heads `drop_held` looks up before it decides, from how many held,
+/// whether to go on looking them up.
+const DROP_SAMPLE: usize = 8;
+
+/// While `drop_held` does not look heads up, it still looks up one batch in this many, to
+/// notice where heads that hold come again.
+const DROP_RECHECK: usize = 16;
 
 /// The heads one derivation finds. Interning a head is mostly a cache miss on the term
 /// table (two fifths of chess's fixpoint in `perf`), so heads of variables and constants are
