@@ -11,7 +11,7 @@
 use super::normalize::{AtomPat, Conj, Item, Pat, RelId};
 use super::terms::{same_ids, TermId, TermStore, UNBOUND};
 use hashbrown::HashTable;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::hash::Hasher;
 use std::rc::Rc;
 use std::time::Instant;
@@ -2143,18 +2143,23 @@ impl<'a> Exec<'a> {
             if sp.steps.iter().any(|s| matches!(s, Step::OutKnown { .. })) {
                 self.out_seen[sub] = Memo::new(sp.out.len());
             }
-            let mut seen: FxHashSet<Box<[TermId]>> = FxHashSet::default();
-            let mut found: Vec<Box<[TermId]>> = Vec::new();
-            self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
-                let values: Box<[TermId]> = sp.out.iter().map(|&v| ex.binds[v as usize]).collect();
-                if seen.insert(values.clone()) {
-                    found.push(values);
-                }
+            // The out values found, in the order first found, one after another in a memo's
+            // array: a solution found again costs no allocation (chess's fixpoint solves its
+            // sub-joins for hundreds of thousands of bindings).
+            let mut found: Memo<()> = Memo::new(sp.out.len());
+            let mut key = std::mem::take(&mut self.key);
+            let solved = self.step(conj, plan, steps, 0, &mut |ex: &mut Exec| {
+                key.clear();
+                key.extend(sp.out.iter().map(|&v| ex.binds[v as usize]));
+                found.add(&key);
                 Ok(())
-            })?;
+            });
+            self.key = key;
+            solved?;
             return Ok(found
-                .into_iter()
-                .map(|v| (v, SubResult::Inline(Box::new([]))))
+                .keys
+                .chunks_exact(sp.out.len())
+                .map(|v| (Box::from(v), SubResult::Inline(Box::new([]))))
                 .collect());
         }
         if let Some(split) = &sp.split {
