@@ -1151,12 +1151,21 @@ impl<'d> Grounder<'d> {
                 work();
             });
         }
-        for (v, out) in round.iter().zip(outs) {
-            let collected = out
-                .into_inner()
-                .expect("no join thread panics holding its slot")
-                .expect("every variant of the round has run");
-            self.merge_variant(v, collected)?;
+        let collected: Vec<Collected> = outs
+            .into_iter()
+            .map(|out| {
+                out.into_inner()
+                    .expect("no join thread panics holding its slot")
+                    .expect("every variant of the round has run")
+            })
+            .collect();
+        // Nearly all the heads collected are new atoms, and so new terms (those that held are
+        // mostly left out, see `drop_held`): if they would make the term table grow, the next
+        // table is made on another thread while this one interns them.
+        let heads: usize = collected.iter().map(|c| c.pos.len()).sum();
+        self.store.prepare_growth(heads - heads / 8);
+        for (v, c) in round.iter().zip(collected) {
+            self.merge_variant(v, c)?;
         }
         Ok(())
     }
