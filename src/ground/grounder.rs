@@ -1213,7 +1213,9 @@ impl<'d> Grounder<'d> {
                 }
                 if heads.batched {
                     // A head of variables and constants is as deep as its deepest argument
-                    // and one more: checked here, at the solution, as `build_atom` would.
+                    // and one more: checked here, at the solution, as `build_atom` would,
+                    // unless no term of the store is deep enough for that to pass the limit.
+                    let shallow = ex.store.max_depth() < MAX_TERM_DEPTH;
                     let mut depth = 0;
                     for p in head.args.iter() {
                         let t = match p {
@@ -1221,7 +1223,9 @@ impl<'d> Grounder<'d> {
                             Pat::Ground(g) => *g,
                             Pat::Func(..) => unreachable!("batched heads have no function terms"),
                         };
-                        depth = depth.max(ex.store.depth(t));
+                        if !shallow {
+                            depth = depth.max(ex.store.depth(t));
+                        }
                         heads.args.push(t);
                     }
                     if depth.saturating_add(1) > MAX_TERM_DEPTH {
@@ -1955,12 +1959,15 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         cx.room
     }
     .saturating_add(held);
+    // The store does not change while the join runs: if its deepest term and the head's own
+    // levels stay within the limit, no head can pass it, and the depth of each is not read.
+    let shallow = cx.store.max_depth().saturating_add(head_levels(head)) <= MAX_TERM_DEPTH;
     let r = exec.run(conj, &v.plan, &mut |ex: &mut Exec| {
         c.solutions += 1;
         if !ex.new_head() {
             return Ok(());
         }
-        if join::atom_depth(&ex.store, head, &ex.binds) > MAX_TERM_DEPTH {
+        if !shallow && join::atom_depth(&ex.store, head, &ex.binds) > MAX_TERM_DEPTH {
             return Err(Stop::Error(limit("term_depth", MAX_TERM_DEPTH as usize, name)));
         }
         c.vals.extend(vars.iter().map(|&x| ex.binds[x as usize]));
@@ -2006,6 +2013,18 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
     };
     c.time = clock.elapsed();
     c
+}
+
+/// How much deeper than the deepest of its arguments' values an atom of pattern `a` can be:
+/// one level for the atom and one for each function term its arguments nest.
+fn head_levels(a: &AtomPat) -> u16 {
+    fn levels(p: &Pat) -> u16 {
+        match p {
+            Pat::Func(_, ps) => ps.iter().map(levels).max().unwrap_or(0).saturating_add(1),
+            Pat::Var(_) | Pat::Ground(_) => 0,
+        }
+    }
+    a.args.iter().map(levels).max().unwrap_or(0).saturating_add(1)
 }
 
 /// Leaves out of `c` the heads (of variables and constants) that held at the round's start:

@@ -48,6 +48,8 @@ pub(crate) struct TermStore {
     /// A table of twice as many slots, being made ready on another thread for the next growth
     /// (see [`TermStore::prepare_growth`]).
     spare: Option<std::thread::JoinHandle<Slots>>,
+    /// The depth of the deepest term (0 with none).
+    max_depth: u16,
 }
 
 /// The fewest slots of a table [`TermStore::prepare_growth`] makes ready on another thread:
@@ -220,6 +222,7 @@ impl TermStore {
             .extend_from_slice(&[functor.0, args.len() as u32, id, u32::from(depth)]);
         self.data.extend_from_slice(args);
         self.offsets.push(at);
+        self.max_depth = self.max_depth.max(depth);
         self.table.set(slot, entry(h, at));
         id
     }
@@ -342,6 +345,14 @@ impl TermStore {
     #[inline]
     fn at(&self, t: TermId) -> usize {
         self.offsets[t as usize] as usize
+    }
+
+    /// The depth of the deepest term: no term made of terms of the store and `k` more levels
+    /// is deeper than this and `k`, which lets the fixpoint skip checking the depth of each
+    /// head it derives while the store is shallow.
+    #[inline]
+    pub fn max_depth(&self) -> u16 {
+        self.max_depth
     }
 
     /// The functor (or constant) of a term.
