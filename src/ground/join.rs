@@ -1319,7 +1319,8 @@ impl<V> Memo<V> {
         let i = self.keys.len().checked_div(self.width).unwrap_or(0) as u32;
         self.keys.extend_from_slice(key);
         debug_assert_eq!(h, widen(h as u32));
-        self.table.insert_unique(h, (i, h as u32, r), |&(_, s, _)| widen(s));
+        self.table
+            .insert_unique(h, (i, h as u32, r), |&(_, s, _)| widen(s));
     }
 }
 
