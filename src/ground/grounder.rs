@@ -1151,12 +1151,21 @@ impl<'d> Grounder<'d> {
                 work();
             });
         }
-        for (v, out) in round.iter().zip(outs) {
-            let collected = out
-                .into_inner()
-                .expect("no join thread panics holding its slot")
-                .expect("every variant of the round has run");
-            self.merge_variant(v, collected)?;
+        let collected: Vec<Collected> = outs
+            .into_iter()
+            .map(|out| {
+                out.into_inner()
+                    .expect("no join thread panics holding its slot")
+                    .expect("every variant of the round has run")
+            })
+            .collect();
+        // Nearly all the heads collected are new atoms, and so new terms (those that held are
+        // mostly left out, see `drop_held`): if they would make the term table grow, the next
+        // table is made on another thread while this one interns them.
+        let heads: usize = collected.iter().map(|c| c.pos.len()).sum();
+        self.store.prepare_growth(heads - heads / 8);
+        for (v, c) in round.iter().zip(collected) {
+            self.merge_variant(v, c)?;
         }
         Ok(())
     }
@@ -1204,7 +1213,9 @@ impl<'d> Grounder<'d> {
                 }
                 if heads.batched {
                     // A head of variables and constants is as deep as its deepest argument
-                    // and one more: checked here, at the solution, as `build_atom` would.
+                    // and one more: checked here, at the solution, as `build_atom` would,
+                    // unless no term of the store is deep enough for that to pass the limit.
+                    let shallow = ex.store.max_depth() < MAX_TERM_DEPTH;
                     let mut depth = 0;
                     for p in head.args.iter() {
                         let t = match p {
@@ -1212,7 +1223,9 @@ impl<'d> Grounder<'d> {
                             Pat::Ground(g) => *g,
                             Pat::Func(..) => unreachable!("batched heads have no function terms"),
                         };
-                        depth = depth.max(ex.store.depth(t));
+                        if !shallow {
+                            depth = depth.max(ex.store.depth(t));
+                        }
                         heads.args.push(t);
                     }
                     if depth.saturating_add(1) > MAX_TERM_DEPTH {
@@ -1946,12 +1959,15 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         cx.room
     }
     .saturating_add(held);
+    // The store does not change while the join runs: if its deepest term and the head's own
+    // levels stay within the limit, no head can pass it, and the depth of each is not read.
+    let shallow = cx.store.max_depth().saturating_add(head_levels(head)) <= MAX_TERM_DEPTH;
     let r = exec.run(conj, &v.plan, &mut |ex: &mut Exec| {
         c.solutions += 1;
         if !ex.new_head() {
             return Ok(());
         }
-        if join::atom_depth(&ex.store, head, &ex.binds) > MAX_TERM_DEPTH {
+        if !shallow && join::atom_depth(&ex.store, head, &ex.binds) > MAX_TERM_DEPTH {
             return Err(Stop::Error(limit("term_depth", MAX_TERM_DEPTH as usize, name)));
         }
         c.vals.extend(vars.iter().map(|&x| ex.binds[x as usize]));
@@ -1999,9 +2015,30 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
     c
 }
 
+/// How much deeper than the deepest of its arguments' values an atom of pattern `a` can be:
+/// one level for the atom and one for each function term its arguments nest.
+fn head_levels(a: &AtomPat) -> u16 {
+    fn levels(p: &Pat) -> u16 {
+        match p {
+            Pat::Func(_, ps) => ps.iter().map(levels).max().unwrap_or(0).saturating_add(1),
+            Pat::Var(_) | Pat::Ground(_) => 0,
+        }
+    }
+    a.args.iter().map(levels).max().unwrap_or(0).saturating_add(1)
+}
+
 /// Leaves out of `c` the heads (of variables and constants) that held at the round's start:
 /// the merge would only find them held, after a cache miss each on the main thread. They are
 /// looked up here `HEAD_BATCH` at a time after `TermStore::touch`, whose loads overlap.
+///
+/// Where few of them hold, the lookups are a cache miss each for nothing, and the merge
+/// looks the new heads up again when it interns them: in chess the magic rules of the rays
+/// collect 262,144 heads each, nearly all new. So the batches are looked up while at least
+/// an eighth of the heads looked up so far held (after the first `DROP_SAMPLE` batches, all
+/// looked up); otherwise only every `DROP_RECHECK`th batch is, and one in which an eighth
+/// held turns the lookups on again. A head left in `c` that held is found held by the merge,
+/// which adds nothing and notes it by position as `HeadKnown` would (`Heads::held_at`), so
+/// this changes only where the lookups are made.
 fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected) {
     let w = vars.len();
     let arity = head.args.len();
@@ -2010,8 +2047,21 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
     let from = ArgFrom::of(head, vars);
     let mut kept = 0;
     let n = c.pos.len();
-    for start in (0..n).step_by(HEAD_BATCH) {
+    let (mut looked, mut held) = (0usize, 0usize);
+    for (batch, start) in (0..n).step_by(HEAD_BATCH).enumerate() {
         let end = (start + HEAD_BATCH).min(n);
+        let look = batch < DROP_SAMPLE || held * 8 >= looked || batch % DROP_RECHECK == 0;
+        if !look {
+            let len = end - start;
+            c.vals.copy_within(start * w..end * w, kept * w);
+            c.pos.copy_within(start..end, kept);
+            kept += len;
+            continue;
+        }
+        if batch >= DROP_SAMPLE && held * 8 < looked {
+            // A new sample: the heads looked up before tell nothing about this stretch.
+            (looked, held) = (0, 0);
+        }
         args.clear();
         for k in start..end {
             let vals = &c.vals[k * w..(k + 1) * w];
@@ -2019,10 +2069,12 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
         }
         store.touch(head.sym, arity, &args, &mut hashes);
         for ((k, one), &h) in (start..end).zip(args.chunks_exact(arity)).zip(&hashes) {
+            looked += 1;
             if store
                 .find_hashed(h, head.sym, one)
                 .is_some_and(|t| store.holds(t))
             {
+                held += 1;
                 continue;
             }
             c.vals.copy_within(k * w..(k + 1) * w, kept * w);
@@ -2363,6 +2415,14 @@ const HEAD_NONE: TermId = TermId::MAX - 1;
 
 /// How many heads of variables and constants a derivation gathers before interning them.
 const HEAD_BATCH: usize = 32;
+
+/// How many batches of heads `drop_held` looks up before it decides, from how many held,
+/// whether to go on looking them up.
+const DROP_SAMPLE: usize = 8;
+
+/// While `drop_held` does not look heads up, it still looks up one batch in this many, to
+/// notice where heads that hold come again.
+const DROP_RECHECK: usize = 16;
 
 /// The heads one derivation finds. Interning a head is mostly a cache miss on the term
 /// table (two fifths of chess's fixpoint in `perf`), so heads of variables and constants are
