@@ -2242,6 +2242,18 @@ impl Batch {
             .push((head, self.lits.len() as u32, self.aux_rules.len() as u32));
     }
 
+    /// Keeps the first `n` instances and what they carry.
+    fn truncate(&mut self, n: usize) {
+        self.insts.truncate(n);
+        let (lit_end, aux_end) = self
+            .insts
+            .last()
+            .map_or((0, 0), |&(_, l, a)| (l as usize, a as usize));
+        self.lits.truncate(lit_end);
+        self.aux_rules.truncate(aux_end);
+        self.aux_lits.truncate(self.aux_rules.last().map_or(0, |r| r.1));
+    }
+
     fn full(&self) -> bool {
         self.insts.len() >= BATCH_INSTANCES || self.lits.len() + self.aux_lits.len() >= BATCH_LITERALS
     }
@@ -2308,18 +2320,50 @@ fn run_join(jc: &JoinCx, job: Job) {
     exec.head_item = guard.map_or(usize::MAX, |(item, _)| item);
     let mut batch = Batch::new();
     let mut gone = false;
+    // Looking a head up in the term table is mostly a cache miss on its slot and record (a
+    // 7-ary atom in chess's ray relations, about 900,000 of them), so heads of variables and
+    // constants are looked up `LATER_HEADS` at a time once `TermStore::touch` has brought their
+    // slots in together, just before their batch goes out. A head that does not hold is then
+    // an instance that should not have been in the batch: only `legal` and `goal` heads may
+    // fail to hold, so those are looked up at once, and any other is the error below.
+    let later = !conj.head.args.is_empty()
+        && conj.head.args.iter().all(|p| !matches!(p, Pat::Func(..)))
+        && head_rel != k.legal
+        && head_rel != k.goal;
+    let mut pending = LaterHeads::default();
+    let missed = |args: &[TermId]| {
+        let symbols = &jc.desc.symbols;
+        let mut text = format!("({}", symbols.name(conj.head.sym));
+        for &a in args {
+            text.push(' ');
+            text.push_str(&jc.store.text(a, symbols));
+        }
+        text.push(')');
+        missed_error(name, &text)
+    };
     let result = exec.run(conj, plan, &mut |ex: &mut Exec| {
-        let found = match heads.as_deref() {
-            Some(by_pos) => {
-                // Two threads may both find a head not known yet; they store the same atom.
-                let slot = &by_pos[ex.head_pos];
-                let mut t = slot.load(Relaxed);
-                if t == HEAD_UNKNOWN {
-                    t = ex
-                        .find_atom(&conj.head)
-                        .filter(|&t| ex.store.holds(t))
-                        .unwrap_or(HEAD_NONE);
-                    slot.store(t, Relaxed);
+        // Two threads may both find a head not known yet; they store the same atom.
+        let known = heads.as_deref().map(|by_pos| by_pos[ex.head_pos].load(Relaxed));
+        let found = match known {
+            Some(t) if t != HEAD_UNKNOWN => Some(t).filter(|&t| t != HEAD_NONE),
+            _ if later => {
+                let pos = if known.is_some() { ex.head_pos } else { usize::MAX };
+                pending.at.push((batch.insts.len(), pos));
+                pending.args.extend(conj.head.args.iter().map(|p| match p {
+                    Pat::Var(v) => ex.binds[*v as usize],
+                    Pat::Ground(g) => *g,
+                    Pat::Func(..) => unreachable!("only heads of variables and constants wait"),
+                }));
+                // Written over when the head is looked up, before the batch goes out.
+                Some(HEAD_UNKNOWN)
+            }
+            Some(_) => {
+                let t = ex
+                    .find_atom(&conj.head)
+                    .filter(|&t| ex.store.holds(t))
+                    .unwrap_or(HEAD_NONE);
+                if let Some(by_pos) = heads.as_deref() {
+                    by_pos[ex.head_pos].store(t, Relaxed);
                 }
                 Some(t).filter(|&t| t != HEAD_NONE)
             }
@@ -2332,14 +2376,17 @@ fn run_join(jc: &JoinCx, job: Job) {
             }
             let mut text = String::new();
             atom_text(ex, &conj.head, &jc.desc.symbols, &mut text);
-            return Err(Stop::Error(GroundError::Internal(format!(
-                "an instance of a rule of {name} derives {text}, which the fixpoint missed"
-            ))));
+            return Err(Stop::Error(missed_error(name, &text)));
         };
         // The auxiliary atoms' rules go out as they are made rather than at the end of the
         // rule: chess's check test makes millions, which held hundreds of megabytes beside
         // the rules already out.
         batch.push(head, &ex.lits, &mut ex.aux_rules, &mut ex.aux_lits);
+        if pending.at.len() == LATER_HEADS || batch.full() {
+            pending
+                .look_up(jc.store, &conj.head, heads.as_deref(), &mut batch, missed)
+                .map_err(Stop::Error)?;
+        }
         if batch.full() {
             let full = std::mem::replace(&mut batch, Batch::new());
             if to_out.send(Handed::Batch(full)).is_err() {
@@ -2358,10 +2405,14 @@ fn run_join(jc: &JoinCx, job: Job) {
     if gone {
         return;
     }
-    let failed = match result {
-        Ok(()) | Err(Stop::Found) => None,
-        Err(Stop::Time) => Some(time_limit()),
-        Err(Stop::Error(e)) => Some(e),
+    // The instances still waiting for their heads were found before whatever stopped the
+    // join, so a head among them that does not hold is the error to report.
+    let looked_up = pending.look_up(jc.store, &conj.head, heads.as_deref(), &mut batch, missed);
+    let failed = match (looked_up, result) {
+        (Err(e), _) => Some(e),
+        (Ok(()), Ok(()) | Err(Stop::Found)) => None,
+        (Ok(()), Err(Stop::Time)) => Some(time_limit()),
+        (Ok(()), Err(Stop::Error(e))) => Some(e),
     };
     if let Some(e) = failed {
         // The instances found before the error go out first, as they would have.
@@ -2406,6 +2457,72 @@ fn atom_text(ex: &Exec, a: &AtomPat, symbols: &crate::gdl::Symbols, out: &mut St
         out.push(')');
     }
     applied(ex, a.sym, &a.args, symbols, out);
+}
+
+/// The error of an instance whose head `text` (of relation `name`) does not hold.
+fn missed_error(name: &str, text: &str) -> GroundError {
+    GroundError::Internal(format!(
+        "an instance of a rule of {name} derives {text}, which the fixpoint missed"
+    ))
+}
+
+/// How many instances of a batch wait for their heads at most (see `run_join`).
+const LATER_HEADS: usize = 32;
+
+/// The instances of a batch whose heads are looked up later (see `run_join`).
+#[derive(Default)]
+struct LaterHeads {
+    /// For each: its place in the batch's `insts`, and the position of its guard's atom
+    /// (`usize::MAX` for a rule without a guard).
+    at: Vec<(usize, usize)>,
+    /// The heads' arguments, one after another.
+    args: Vec<TermId>,
+    hashes: Vec<u64>,
+}
+
+impl LaterHeads {
+    /// Looks the waiting heads up, all their table slots first, writes them into `batch` and
+    /// into `by_pos` (the heads by guard position), and empties the list. A head that does
+    /// not hold is the error `missed` gives for its arguments; the batch then keeps only the
+    /// instances before it, as if the join had stopped there.
+    fn look_up(
+        &mut self,
+        store: &TermStore,
+        head: &AtomPat,
+        by_pos: Option<&[AtomicU32]>,
+        batch: &mut Batch,
+        missed: impl Fn(&[TermId]) -> GroundError,
+    ) -> Result<(), GroundError> {
+        if self.at.is_empty() {
+            return Ok(());
+        }
+        let arity = head.args.len();
+        store.touch(head.sym, arity, &self.args, &mut self.hashes);
+        let mut result = Ok(());
+        for ((&(i, pos), args), &h) in self
+            .at
+            .iter()
+            .zip(self.args.chunks_exact(arity))
+            .zip(&self.hashes)
+        {
+            match store.find_hashed(h, head.sym, args).filter(|&t| store.holds(t)) {
+                Some(t) => {
+                    batch.insts[i].0 = t;
+                    if let Some(by_pos) = by_pos {
+                        by_pos[pos].store(t, Relaxed);
+                    }
+                }
+                None => {
+                    batch.truncate(i);
+                    result = Err(missed(args));
+                    break;
+                }
+            }
+        }
+        self.at.clear();
+        self.args.clear();
+        result
+    }
 }
 
 /// In `heads_by_guard`, a position whose head atom has not been looked up yet.
@@ -3364,9 +3481,76 @@ pub(crate) fn components(deps: &[Vec<u32>]) -> Vec<Vec<RelId>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{components, subsumes, Bounds, DeltaProjection, Relation};
-    use crate::ground::normalize::{normalize, Conj, Item, RelTable};
-    use crate::ground::terms::TermStore;
+    use super::{components, subsumes, Batch, Bounds, DeltaProjection, LaterHeads, Relation, HEAD_UNKNOWN};
+    use crate::gdl::Symbol;
+    use crate::ground::join::OutLit;
+    use crate::ground::normalize::{normalize, AtomPat, Conj, Item, Pat, RelTable};
+    use crate::ground::terms::{TermId, TermStore, HOLDS};
+    use crate::ground::GroundError;
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+    /// Three instances whose heads `(h a)`, `(h b)` and `(h c)` wait in `later`, each with a
+    /// body of one literal and an auxiliary rule; `(h b)` holds when `b_holds`.
+    fn three_waiting(store: &mut TermStore, b_holds: bool) -> (AtomPat, Batch, LaterHeads, [TermId; 3]) {
+        let head = AtomPat {
+            rel: 0,
+            sym: Symbol(9),
+            args: vec![Pat::Var(0)].into(),
+        };
+        let args = [1, 2, 3].map(|c| store.intern(Symbol(c), &[]));
+        let heads = args.map(|a| store.intern(Symbol(9), &[a]));
+        for (i, &h) in heads.iter().enumerate() {
+            if i != 1 || b_holds {
+                store.set_flags(h, HOLDS);
+            }
+        }
+        let (mut batch, mut later) = (Batch::new(), LaterHeads::default());
+        for (i, &a) in args.iter().enumerate() {
+            later.at.push((batch.insts.len(), i));
+            later.args.push(a);
+            let lit = OutLit {
+                rel: 1,
+                atom: a,
+                negated: false,
+            };
+            let (mut aux_rules, mut aux_lits) = (vec![(i as u32, 1)], vec![lit]);
+            batch.push(HEAD_UNKNOWN, &[lit], &mut aux_rules, &mut aux_lits);
+        }
+        (head, batch, later, heads)
+    }
+
+    #[test]
+    fn heads_looked_up_later_are_the_atoms_a_lookup_finds() {
+        let mut store = TermStore::default();
+        let (head, mut batch, mut later, heads) = three_waiting(&mut store, true);
+        let by_pos: Vec<AtomicU32> = (0..3).map(|_| AtomicU32::new(HEAD_UNKNOWN)).collect();
+        let looked = later.look_up(&store, &head, Some(&by_pos), &mut batch, |_| {
+            GroundError::Internal("missed".into())
+        });
+        assert!(looked.is_ok());
+        assert_eq!(batch.insts.iter().map(|i| i.0).collect::<Vec<_>>(), heads);
+        assert_eq!(by_pos.iter().map(|t| t.load(Relaxed)).collect::<Vec<_>>(), heads);
+        assert!(later.at.is_empty() && later.args.is_empty());
+    }
+
+    #[test]
+    fn a_head_looked_up_later_that_does_not_hold_cuts_the_batch_before_its_instance() {
+        let mut store = TermStore::default();
+        let (head, mut batch, mut later, heads) = three_waiting(&mut store, false);
+        let looked = later.look_up(&store, &head, None, &mut batch, |args| {
+            GroundError::Internal(format!("missed {args:?}"))
+        });
+        // The error names the arguments of `(h b)`.
+        let b = store.find(Symbol(2), &[]);
+        let expected = format!("missed {:?}", [b.unwrap_or(TermId::MAX)]);
+        assert!(matches!(looked, Err(GroundError::Internal(m)) if m == expected));
+        // The first instance, its body and its auxiliary rule stay; the rest is gone.
+        assert_eq!(batch.insts, vec![(heads[0], 1, 1)]);
+        assert_eq!(
+            (batch.lits.len(), batch.aux_rules.len(), batch.aux_lits.len()),
+            (1, 1, 1)
+        );
+    }
 
     fn conjs(src: &str) -> Vec<Conj> {
         let desc = crate::gdl::parse_syntax(src).expect("the test text parses");
