@@ -22,7 +22,10 @@ pub(super) struct Bodies {
 /// The buffers of [`factor_groups`].
 #[derive(Default)]
 struct Scratch {
-    pairs: Vec<(NodeId, u32)>,
+    /// (operand, and) pairs, each as `operand << 32 | and`: sorted as numbers, they sort as
+    /// the pairs would, with one comparison each instead of two (the sort is a third of the
+    /// factor pass on chess).
+    pairs: Vec<u64>,
     candidates: Vec<Range<usize>>,
     group: Vec<usize>,
     used: Vec<bool>,
@@ -105,13 +108,14 @@ fn groups_of<E>(
     // holders of one operand are a run.
     pairs.clear();
     for k in 0..bodies.len() {
-        pairs.extend(bodies.get(k).iter().map(|&x| (x, k as u32)));
+        pairs.extend(bodies.get(k).iter().map(|&x| u64::from(x.0) << 32 | k as u64));
     }
     pairs.sort_unstable();
+    let operand = |pair: u64| NodeId((pair >> 32) as u32);
     candidates.clear();
     let mut start = 0;
     for i in 1..=pairs.len() {
-        if i == pairs.len() || pairs[i].0 != pairs[start].0 {
+        if i == pairs.len() || operand(pairs[i]) != operand(pairs[start]) {
             if i - start >= 2 {
                 candidates.push(start..i);
             }
@@ -123,15 +127,15 @@ fn groups_of<E>(
     candidates.sort_unstable_by(|a, b| {
         b.len()
             .cmp(&a.len())
-            .then(pairs[a.start].0.cmp(&pairs[b.start].0))
+            .then(operand(pairs[a.start]).cmp(&operand(pairs[b.start])))
     });
     for run in candidates.iter() {
-        let shared = pairs[run.start].0;
+        let shared = operand(pairs[run.start]);
         group.clear();
         group.extend(
             pairs[run.clone()]
                 .iter()
-                .map(|&(_, k)| k as usize)
+                .map(|&pair| pair as u32 as usize)
                 .filter(|&k| !used[k]),
         );
         if group.len() < 2 {

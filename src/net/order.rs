@@ -15,23 +15,34 @@ pub fn order(net: &Propnet) -> Program {
 /// Orders `net` into a program, on two threads if `parallel` is set: the same program either
 /// way.
 pub(super) fn order_with(net: &Propnet, parallel: bool) -> Program {
+    order_in_chunks(net, parallel, NAME_CHUNK)
+}
+
+/// [`order_with`], the views' names copied `chunk` at a time on two threads.
+pub(super) fn order_in_chunks(net: &Propnet, parallel: bool, chunk: usize) -> Program {
     // The layout, mostly the names of the views (chess: 945,440, each copied), does not depend
     // on the gates: on a large net it is made on a second thread while this one orders them.
+    // Copying the names took that thread longer than the gates took this one (chess), so the
+    // names are copied in chunks that both take, the second thread from the first chunk on,
+    // this one from the last back once its gates are emitted.
     let (emitted, (layout, init)) = if parallel {
+        let names = NameChunks::new(&net.views, chunk);
         std::thread::scope(|s| {
             let helper = std::thread::Builder::new()
                 .name("layout".into())
-                .spawn_scoped(s, || layout_of(net));
+                .spawn_scoped(s, || (layout_of(net, false), names.take(false, usize::MAX)));
             let emitted = emit_gates(net);
-            let layout = match helper {
+            let back = names.take(true, usize::MAX);
+            let ((mut layout, init), front) = match helper {
                 Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                // No thread could be started: the layout is made here.
-                Err(_) => layout_of(net),
+                // No thread could be started: this one took every chunk.
+                Err(_) => (layout_of(net, false), Vec::new()),
             };
-            (emitted, layout)
+            layout.views = joined(front, back, net.views.len());
+            (emitted, (layout, init))
         })
     } else {
-        (emit_gates(net), layout_of(net))
+        (emit_gates(net), layout_of(net, true))
     };
     let Emitted {
         gates,
@@ -73,6 +84,69 @@ pub(super) fn order_with(net: &Propnet, parallel: bool) -> Program {
 /// The number of views from which [`order`] makes the layout on a second thread.
 const PARALLEL_VIEWS: usize = 1 << 16;
 
+/// How many views' names [`order_with`]'s two threads copy at a time.
+const NAME_CHUNK: usize = 1 << 13;
+
+/// The views' names, in chunks that two threads take, one from the front and one from the
+/// back, until none is left.
+pub(super) struct NameChunks<'a> {
+    views: &'a [(String, NodeId)],
+    chunk: usize,
+    /// The chunks not taken yet.
+    left: std::sync::Mutex<Range<usize>>,
+}
+
+impl<'a> NameChunks<'a> {
+    pub(super) fn new(views: &'a [(String, NodeId)], chunk: usize) -> NameChunks<'a> {
+        let chunks = views.len().div_ceil(chunk);
+        NameChunks {
+            views,
+            chunk,
+            left: std::sync::Mutex::new(0..chunks),
+        }
+    }
+
+    /// Copies the names of up to `most` chunks, taking each from the back of those left
+    /// (`from_back`) or from the front, and returns them in the order of the views.
+    pub(super) fn take(&self, from_back: bool, most: usize) -> Vec<Vec<String>> {
+        let mut taken = Vec::new();
+        while taken.len() < most {
+            let next = {
+                // A panic never happens while the lock is held, so a poisoned lock still
+                // holds a consistent range.
+                let mut left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+                if from_back {
+                    left.next_back()
+                } else {
+                    left.next()
+                }
+            };
+            let Some(c) = next else { break };
+            let end = ((c + 1) * self.chunk).min(self.views.len());
+            taken.push(
+                self.views[c * self.chunk..end]
+                    .iter()
+                    .map(|(name, _)| name.clone())
+                    .collect(),
+            );
+        }
+        if from_back {
+            taken.reverse();
+        }
+        taken
+    }
+}
+
+/// The names of all views, from the chunks [`NameChunks::take`] took from the front and from
+/// the back, `len` in all.
+pub(super) fn joined(front: Vec<Vec<String>>, back: Vec<Vec<String>>, len: usize) -> Vec<String> {
+    let mut names = Vec::with_capacity(len);
+    for chunk in front.into_iter().chain(back) {
+        names.extend(chunk);
+    }
+    names
+}
+
 /// The gates of a program and the literals of its outputs, before its layout.
 struct Emitted {
     gates: Vec<Gate>,
@@ -86,8 +160,9 @@ struct Emitted {
     loops: Vec<Loop>,
 }
 
-/// The layout of the program of `net` and its initial state.
-fn layout_of(net: &Propnet) -> (Layout, Vec<u64>) {
+/// The layout of the program of `net` and its initial state; without the views' names unless
+/// `with_views`.
+fn layout_of(net: &Propnet, with_views: bool) -> (Layout, Vec<u64>) {
     let mut role_inputs: Vec<Range<u32>> = vec![0..0; net.roles.len()];
     for (r, range) in role_inputs.iter_mut().enumerate() {
         let start = net.inputs.partition_point(|i| i.role.index() < r) as u32;
@@ -107,7 +182,11 @@ fn layout_of(net: &Propnet) -> (Layout, Vec<u64>) {
         inputs: net.inputs.iter().map(|i| (i.role, i.name.clone())).collect(),
         role_inputs,
         goals: net.goals.iter().map(|g| (g.role, g.value)).collect(),
-        views: net.views.iter().map(|(name, _)| name.clone()).collect(),
+        views: if with_views {
+            net.views.iter().map(|(name, _)| name.clone()).collect()
+        } else {
+            Vec::new()
+        },
     };
     (layout, init)
 }

@@ -10,7 +10,7 @@
 //! `not`.
 
 use super::intern::Interner;
-use super::passes::{free_aside, live_nodes, GONE_VIEW};
+use super::passes::{free_aside, live_nodes, with_room, GONE_VIEW};
 use super::{GoalProp, Node, NodeId, Propnet};
 use rustc_hash::FxHashMap;
 use std::ops::Range;
@@ -268,10 +268,36 @@ fn fx_hash(ops: &[Lit]) -> u64 {
 }
 
 /// The outputs of a net as signed references: legal, goal, terminal and next, in the order of
-/// [`Propnet::outputs`], then the views (`None` for a view whose node no output needs).
+/// [`Propnet::outputs`]; and what became of every node of the net the pass started from.
 struct Outputs {
     outputs: Vec<Lit>,
-    views: Vec<Option<Lit>>,
+    /// What each node became in each sweep so far, in order: the literal of each node of the
+    /// net in the first arena ([`to_signed`]), then the literal of each node of that arena in
+    /// the rebuilt one ([`rebuild`]); [`UNNEEDED`] for a node no output needs. The views are
+    /// looked up through them once, when the net is emitted ([`view_literal`]), rather than
+    /// moved from arena to arena: chess has 945,440 views, each a load at random per sweep.
+    images: Vec<Vec<Lit>>,
+}
+
+/// The image of a node that no output needs ([`Outputs::images`]); no literal is this (it
+/// would be a node 2^31 - 1).
+const UNNEEDED: Lit = Lit::MAX;
+
+/// The literal that the node `v` of the net the pass started from became, through `images`
+/// ([`Outputs::images`]); `None` if no output needs it.
+fn view_literal(images: &[Vec<Lit>], v: NodeId) -> Option<Lit> {
+    if v == GONE_VIEW {
+        return None;
+    }
+    let mut l = (v.0 as Lit) << 1;
+    for image in images {
+        let m = image[node_of(l)];
+        if m == UNNEEDED {
+            return None;
+        }
+        l = m ^ (l & 1);
+    }
+    Some(l)
 }
 
 /// The signed form of the part of `net` that the outputs need, literally: no folding or
@@ -316,7 +342,7 @@ fn to_signed(net: &Propnet, all_live: bool) -> (Arena, Outputs) {
             arena.ands.touch(&batch.hashes);
         }
         if !needed {
-            lit.push(FALSE);
+            lit.push(UNNEEDED);
             continue;
         }
         let l = match node {
@@ -338,11 +364,7 @@ fn to_signed(net: &Propnet, all_live: bool) -> (Arena, Outputs) {
     }
     let outputs = Outputs {
         outputs: net.outputs().map(|o| lit[o.index()]).collect(),
-        views: net
-            .views
-            .iter()
-            .map(|&(_, v)| (v != GONE_VIEW && live[v.index()]).then(|| lit[v.index()]))
-            .collect(),
+        images: vec![lit],
     };
     (arena, outputs)
 }
@@ -378,23 +400,24 @@ fn references(arena: &Arena, outputs: &Outputs, mut each: impl FnMut(Lit, usize)
 /// ([`rebuild_untouched`]), which is exact unless flattening makes two gates equal or folds
 /// one; when it meets that, the table is emptied and the ands are all hash-consed in it
 /// ([`rebuild_hashed`]). `hash_all` goes there at once (the tests compare both ways).
-fn rebuild(old: &Arena, outputs: &Outputs, mut table: Interner, hash_all: bool) -> (Arena, Outputs) {
+fn rebuild(old: &Arena, outputs: Outputs, mut table: Interner, hash_all: bool) -> (Arena, Outputs) {
     // How many times live ands read each node unnegated.
     let mut unnegated = vec![0u32; old.nodes.len()];
-    let refs = references(old, outputs, |l, _| {
+    let refs = references(old, &outputs, |l, _| {
         if !negated(l) {
             unnegated[node_of(l)] += 1;
         }
     });
     if !hash_all {
-        if let Some(done) = rebuild_untouched(old, outputs, &table, &refs, &unnegated) {
-            return done;
+        if let Some((arena, map)) = rebuild_untouched(old, &table, &refs, &unnegated) {
+            return (arena, rebuilt_outputs(outputs, map));
         }
         #[cfg(test)]
         FALLBACKS.with(|f| f.set(f.get() + 1));
     }
     table.clear();
-    rebuild_hashed(old, outputs, table, &refs, &unnegated)
+    let (arena, map) = rebuild_hashed(old, table, &refs, &unnegated);
+    (arena, rebuilt_outputs(outputs, map))
 }
 
 #[cfg(test)]
@@ -419,15 +442,20 @@ thread_local! {
 /// in ten of a round's ands).
 fn rebuild_untouched(
     old: &Arena,
-    outputs: &Outputs,
     table: &Interner,
     refs: &[u32],
     unnegated: &[u32],
-) -> Option<(Arena, Outputs)> {
-    let mut arena = Arena::with_table(old.nodes.len(), old.ops.len(), false, Interner::with_capacity(0));
+) -> Option<(Arena, Vec<Lit>)> {
+    // Flattening adds operands: room for them, so that the operands are not copied as they grow.
+    let mut arena = Arena::with_table(
+        old.nodes.len(),
+        with_room(old.ops.len()),
+        false,
+        Interner::with_capacity(0),
+    );
     // The touched ands, hashed by their operands in `arena`.
     let mut touched = Interner::with_capacity(1 << 10);
-    let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
+    let mut map: Vec<Lit> = vec![UNNEEDED; old.nodes.len()];
     // The old node each node of `arena` comes from.
     let mut back: Vec<u32> = Vec::with_capacity(old.nodes.len());
     back.push(0);
@@ -493,7 +521,7 @@ fn rebuild_untouched(
         map[n] = m;
         flatten[n] = flatten_of(&arena, old, refs, unnegated, n, m);
     }
-    Some((arena, rebuilt_outputs(outputs, refs, &map)))
+    Some((arena, map))
 }
 
 /// Where the operands of the flattened and `m` of `arena` are in `arena.ops`.
@@ -504,30 +532,19 @@ fn ops_range(arena: &Arena, m: Lit) -> Range<usize> {
     }
 }
 
-/// The outputs of the rebuilt net, `map` giving what each old node became. A view whose node
-/// no output needs is not rebuilt, and loses its name.
-fn rebuilt_outputs(outputs: &Outputs, refs: &[u32], map: &[Lit]) -> Outputs {
-    let new = |l: Lit| map[node_of(l)] ^ (l & 1);
-    Outputs {
-        outputs: outputs.outputs.iter().map(|&l| new(l)).collect(),
-        views: outputs
-            .views
-            .iter()
-            .map(|&v| v.filter(|&l| refs[node_of(l)] > 0).map(new))
-            .collect(),
-    }
+/// The outputs of the rebuilt net, `map` giving what each old node became ([`UNNEEDED`] for
+/// the nodes no output needs, which are not rebuilt: a view of one loses its name).
+fn rebuilt_outputs(outputs: Outputs, map: Vec<Lit>) -> Outputs {
+    let Outputs { outputs, mut images } = outputs;
+    let outputs = outputs.iter().map(|&l| map[node_of(l)] ^ (l & 1)).collect();
+    images.push(map);
+    Outputs { outputs, images }
 }
 
 /// [`rebuild`] hash-consing every and into `table`, an empty table.
-fn rebuild_hashed(
-    old: &Arena,
-    outputs: &Outputs,
-    table: Interner,
-    refs: &[u32],
-    unnegated: &[u32],
-) -> (Arena, Outputs) {
-    let mut arena = Arena::with_table(old.nodes.len(), old.ops.len(), true, table);
-    let mut map: Vec<Lit> = vec![FALSE; old.nodes.len()];
+fn rebuild_hashed(old: &Arena, table: Interner, refs: &[u32], unnegated: &[u32]) -> (Arena, Vec<Lit>) {
+    let mut arena = Arena::with_table(old.nodes.len(), with_room(old.ops.len()), true, table);
+    let mut map: Vec<Lit> = vec![UNNEEDED; old.nodes.len()];
     let mut flatten: Vec<Flatten> = vec![NO_FLATTEN; old.nodes.len()];
     let mut scratch: Vec<Lit> = Vec::new();
     let mut batch = Batch::default();
@@ -571,8 +588,7 @@ fn rebuild_hashed(
         map[n] = m;
         flatten[n] = flatten_of(&arena, old, refs, unnegated, n, m);
     }
-    let outputs = rebuilt_outputs(outputs, refs, &map);
-    (arena, outputs)
+    (arena, map)
 }
 
 /// Whether a rebuilt node hands its operands to the ands that read it: [`NO_FLATTEN`], or the
@@ -809,7 +825,9 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         let (first, second) = slots.split_at(slots.len() / 2);
         std::thread::scope(|s| {
             let helper = s.spawn(|| second.iter().map(make).collect::<Vec<Node>>());
-            let mut nodes = Vec::with_capacity(slots.len());
+            // Room for the factor pass of the next round, which writes its nodes after
+            // these in the same vector (`with_room`).
+            let mut nodes = Vec::with_capacity(with_room(slots.len()));
             nodes.extend(first.iter().map(make));
             // A panic of the helper is a bug of this function; it is passed on as it is.
             let second = helper.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
@@ -850,25 +868,22 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
     // A view keeps its name where its value is still a node; one that only a `not` nobody
     // else reads would compute loses its name rather than add a gate. A view that loses its
     // node keeps its place in the list ([`GONE_VIEW`]).
-    let views = views
-        .into_iter()
-        .zip(&outputs.views)
-        .map(|((name, _), &l)| {
-            let id = l.and_then(|l| {
-                let x = node_of(l);
-                if x == 0 {
-                    constants[negated(l) as usize]
-                } else if refs[x] == 0 {
-                    None
-                } else if negated(l) ^ flip[x] {
-                    not[x]
-                } else {
-                    stored[x]
-                }
-            });
-            (name, id.unwrap_or(GONE_VIEW))
-        })
-        .collect();
+    let mut views = views;
+    for (_, id) in &mut views {
+        let node = view_literal(&outputs.images, *id).and_then(|l| {
+            let x = node_of(l);
+            if x == 0 {
+                constants[negated(l) as usize]
+            } else if refs[x] == 0 {
+                None
+            } else if negated(l) ^ flip[x] {
+                not[x]
+            } else {
+                stored[x]
+            }
+        });
+        *id = node.unwrap_or(GONE_VIEW);
+    }
     Propnet {
         roles,
         nodes,
@@ -904,7 +919,7 @@ pub(super) fn signs_with(mut net: Propnet, all_live: bool, hash_all: bool) -> Pr
     // all, does so into that table, emptied: a table of a million slots, fresh, is as many
     // pages for the kernel to zero and map as the sweep touches them.
     let table = std::mem::replace(&mut arena.ands, Interner::with_capacity(0));
-    let (arena, outputs) = rebuild(&arena, &outputs, table, hash_all);
+    let (arena, outputs) = rebuild(&arena, outputs, table, hash_all);
     let (refs, flip) = choose_signs(&arena, &outputs);
     emit(&arena, &refs, &outputs, &flip, net)
 }

@@ -827,6 +827,12 @@ fn two_threads_build_and_order_what_one_does() {
                 order::order_with(&one, true),
                 "{name}, {recursion:?}"
             );
+            // The views' names in chunks of a few, so that both threads take some.
+            assert_eq!(
+                order::order_with(&one, false),
+                order::order_in_chunks(&one, true, 3),
+                "{name}, {recursion:?}, small chunks"
+            );
         }
     }
     let built = build::build_with(&games[1].1, &NetLimits::default(), true).expect("builds");
@@ -859,4 +865,38 @@ fn two_threads_build_and_order_what_one_does() {
             other => panic!("expected a cycle error, got {other:?}"),
         }
     }
+}
+
+/// On two threads, `order` copies the views' names in chunks that one thread takes from the
+/// front and the other from the back (`order::NameChunks`); however the chunks fall to the
+/// two, the names come out in the order of the views.
+#[test]
+fn view_names_copied_in_chunks_from_both_ends_are_in_order() {
+    let views: Vec<(String, NodeId)> = (0..50).map(|i| (format!("v{i}"), NodeId(i))).collect();
+    let plain: Vec<String> = views.iter().map(|(name, _)| name.clone()).collect();
+    for chunk in [1, 3, 7, 50, 64] {
+        for from_front in 0..=views.len().div_ceil(chunk) {
+            let names = order::NameChunks::new(&views, chunk);
+            let front = names.take(false, from_front);
+            let back = names.take(true, usize::MAX);
+            assert_eq!(
+                order::joined(front, back, views.len()),
+                plain,
+                "chunks of {chunk}, {from_front} taken from the front"
+            );
+        }
+    }
+    // The two ends in turn, one chunk at a time.
+    let names = order::NameChunks::new(&views, 4);
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    loop {
+        let f = names.take(false, 1);
+        let b = names.take(true, 1);
+        if f.is_empty() && b.is_empty() {
+            break;
+        }
+        front.extend(f);
+        back.splice(0..0, b);
+    }
+    assert_eq!(order::joined(front, back, views.len()), plain);
 }
