@@ -899,13 +899,14 @@ fn family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
     }
     for _ in 0..1 + rng.below(5) {
         let n = nodes.len() as u32;
-        let mut set: Vec<u32> = (0..4 + rng.below(30)).map(|_| rng.below(n)).collect();
+        let mut set: Vec<u32> = (0..4 + rng.below(40)).map(|_| rng.below(n)).collect();
         set.sort_unstable();
         set.dedup();
-        let or = rng.below(2) == 0;
-        for _ in 0..1 + rng.below(8) {
+        // The pass takes only ors; the ands are there to be left as they are.
+        let or = rng.below(4) != 0;
+        for _ in 0..1 + rng.below(10) {
             let n = nodes.len() as u32;
-            let mut ops: Vec<u32> = set.iter().copied().filter(|_| rng.below(8) != 0).collect();
+            let mut ops: Vec<u32> = set.iter().copied().filter(|_| rng.below(16) != 0).collect();
             ops.extend((0..rng.below(3)).map(|_| rng.below(n)));
             ops.sort_unstable();
             ops.dedup();
