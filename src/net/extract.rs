@@ -180,7 +180,7 @@ fn hash_chunk(or: bool, chunk: &[u32]) -> u64 {
     h
 }
 
-/// A chunk met while counting: where it was first met, how often, and the symbol it gets.
+/// A chunk met while counting: its kind, where it was first met and how often.
 struct Chunk {
     or: bool,
     start: u32,
@@ -188,7 +188,6 @@ struct Chunk {
     count: u32,
     /// The candidate whose whole list the chunk is, or `NONE`.
     whole: u32,
-    sym: u32,
 }
 
 /// One level of chunking: counts the chunks of every list and replaces each chunk that two or
@@ -267,7 +266,6 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
                         len: end - start,
                         count: 1,
                         whole,
-                        sym: NONE,
                     });
                     hashes.push(h);
                     met.push(next);
@@ -275,18 +273,42 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
             }
         }
     }
-    if !chunks.iter().any(|k| k.count >= 2) {
+    // The symbol of each shared chunk, made in the order the chunks were first met (a small
+    // table read in the sweep below, where the chunks themselves are scattered).
+    let mut sym_of = vec![NONE; chunks.len()];
+    let mut aliased = false;
+    for (k, kc) in chunks.iter().enumerate() {
+        if kc.count < 2 {
+            continue;
+        }
+        sym_of[k] = if kc.whole != NONE {
+            aliased = true;
+            lists.gates[kc.whole as usize]
+        } else {
+            made.kinds.push(kc.or);
+            if made.starts.is_empty() {
+                made.starts.push(0);
+            }
+            let from = kc.start as usize;
+            made.syms
+                .extend_from_slice(&lists.syms[from..from + kc.len as usize]);
+            made.starts.push(made.syms.len() as u32);
+            n + made.kinds.len() as u32 - 1
+        };
+    }
+    if sym_of.iter().all(|&s| s == NONE) {
         return false;
     }
-    // The lists again, each shared chunk replaced by its symbol.
+    drop(chunks);
+    // The lists again, each shared chunk replaced by its symbol, but in the gate whose whole
+    // list it is.
     let mut syms = Vec::with_capacity(lists.syms.len());
     let mut starts = Vec::with_capacity(lists.starts.len());
     starts.push(0u32);
     let mut met = met.into_iter();
-    let mut replaced = false;
-    let mut aliased = false;
     for c in 0..lists.gates.len() {
         let list = lists.list(c);
+        let gate = lists.gates[c];
         let mut from = 0;
         for (i, &s) in list.iter().enumerate() {
             if !(ends(s) || i + 1 == list.len()) {
@@ -298,35 +320,19 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
                 syms.extend_from_slice(chunk);
                 continue;
             }
-            let k = met.next().expect("a chunk met when counting") as usize;
-            let kc = &mut chunks[k];
-            if kc.count < 2 || kc.whole == c as u32 {
+            let sym = sym_of[met.next().expect("a chunk met when counting") as usize];
+            if sym == NONE || sym == gate {
                 syms.extend_from_slice(chunk);
-                continue;
+            } else {
+                syms.push(sym);
             }
-            if kc.sym == NONE {
-                kc.sym = if kc.whole != NONE {
-                    aliased = true;
-                    lists.gates[kc.whole as usize]
-                } else {
-                    made.kinds.push(lists.is_or[c]);
-                    if made.starts.is_empty() {
-                        made.starts.push(0);
-                    }
-                    made.syms.extend_from_slice(chunk);
-                    made.starts.push(made.syms.len() as u32);
-                    n + made.kinds.len() as u32 - 1
-                };
-            }
-            syms.push(kc.sym);
-            replaced = true;
         }
         starts.push(syms.len() as u32);
     }
     lists.syms = syms;
     lists.starts = starts;
     lists.aliased |= aliased;
-    replaced
+    true
 }
 
 /// Which made symbols are written back into their readers: those read once, and those whose
