@@ -9,6 +9,7 @@
 mod build;
 mod demand;
 mod dot;
+mod extract;
 mod factor;
 mod intern;
 mod order;

@@ -37,6 +37,9 @@ pub enum Pass {
     Propositions,
     /// Removes nodes that no output reads.
     DeadNodes,
+    /// Once, after the rounds, on a large net: runs of operands that several ands (ors) share
+    /// become gates of their own that those gates read (`src/net/extract.rs`).
+    Extract,
 }
 
 impl fmt::Display for Pass {
@@ -50,6 +53,7 @@ impl fmt::Display for Pass {
             Pass::Polarity => "polarity",
             Pass::Propositions => "propositions",
             Pass::DeadNodes => "dead nodes",
+            Pass::Extract => "extract",
         })
     }
 }
@@ -147,7 +151,9 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
     } else {
         Vec::new()
     };
+    let mut last_round = 0;
     for round in 1..=max_rounds {
+        last_round = round;
         let changes_before = changes;
         // Factoring trades gates for operands, so a later round can end with more components
         // than it began with; then the net as the round found it is the result. It is kept
@@ -220,6 +226,19 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
                 break;
             }
         }
+    }
+    // Extraction adds gates to take operands away, which the rounds would count as growth
+    // and polarity would partly undo by flattening, so it runs once, after them.
+    let start = Instant::now();
+    let mut rewrote = false;
+    net = run_with(net, Pass::Extract, false, all_live, &mut |_, _| rewrote = true);
+    if rewrote {
+        reports.push(PassReport {
+            pass: Pass::Extract,
+            round: last_round,
+            stats: counts(&net),
+            time: start.elapsed(),
+        });
     }
     net.views.retain(|&(_, id)| id != GONE_VIEW);
     (net, reports)
@@ -557,6 +576,13 @@ fn run_with(
         }
         Pass::Propositions => return propositions(net, &mut |n| before_rewrite(n, None)),
         Pass::DeadNodes => return dead_nodes(net, &mut |n| before_rewrite(n, None)),
+        Pass::Extract => {
+            let (out, changed) = super::extract::extract(net, super::extract::MIN_NODES);
+            if changed {
+                before_rewrite(&out, None);
+            }
+            return out;
+        }
     };
     before_rewrite(&net, None);
     Rewriter::new(&net, flags).run(net)

@@ -900,3 +900,90 @@ fn view_names_copied_in_chunks_from_both_ends_are_in_order() {
     }
     assert_eq!(order::joined(front, back, views.len()), plain);
 }
+
+/// The values of every node of `net` in 64 states at once: bit `k` of a leaf's word is its
+/// value in state `k`, drawn from `rng`.
+fn words(net: &Propnet, leaves: &[u64]) -> Vec<u64> {
+    let mut v: Vec<u64> = Vec::with_capacity(net.nodes.len());
+    for node in &net.nodes {
+        let w = match node {
+            Node::Const(c) => 0u64.wrapping_sub(*c as u64),
+            Node::Base(b) => leaves[*b as usize],
+            Node::Input(i) => leaves[net.bases.len() + *i as usize],
+            Node::Opaque(_) | Node::Feedback(_) => 0,
+            Node::And(ops) => ops.iter().fold(!0, |a, o| a & v[o.index()]),
+            Node::Or(ops) => ops.iter().fold(0, |a, o| a | v[o.index()]),
+            Node::Not(x) => !v[x.index()],
+        };
+        v.push(w);
+    }
+    v
+}
+
+/// A random net with families of wide gates: each family draws a set of earlier nodes, and
+/// each member is that set less a few of them and with a few others, all of one kind.
+fn family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
+    let (bases, inputs) = (10, 4);
+    let mut nodes = vec![Node::Const(false), Node::Const(true)];
+    nodes.extend((0..bases).map(Node::Base));
+    nodes.extend((0..inputs).map(Node::Input));
+    let first_gate = nodes.len();
+    for _ in 0..10 {
+        let n = nodes.len() as u32;
+        let ops = vec![NodeId(rng.below(n)), NodeId(rng.below(n))];
+        nodes.push(match rng.below(3) {
+            0 => Node::Not(ops[0]),
+            1 => Node::And(ops),
+            _ => Node::Or(ops),
+        });
+    }
+    for _ in 0..1 + rng.below(5) {
+        let n = nodes.len() as u32;
+        let mut set: Vec<u32> = (0..4 + rng.below(40)).map(|_| rng.below(n)).collect();
+        set.sort_unstable();
+        set.dedup();
+        // The pass takes only ors; the ands are there to be left as they are.
+        let or = rng.below(4) != 0;
+        for _ in 0..1 + rng.below(10) {
+            let n = nodes.len() as u32;
+            let mut ops: Vec<u32> = set.iter().copied().filter(|_| rng.below(16) != 0).collect();
+            ops.extend((0..rng.below(3)).map(|_| rng.below(n)));
+            ops.sort_unstable();
+            ops.dedup();
+            let ops = ops.into_iter().map(NodeId).collect();
+            nodes.push(if or { Node::Or(ops) } else { Node::And(ops) });
+        }
+    }
+    let gates = (nodes.len() - first_gate) as u32;
+    with_outputs(rng, nodes, bases, inputs, gates)
+}
+
+#[test]
+fn extraction_keeps_every_output_of_random_nets() {
+    let mut rng = propjet_runtime::Rng::new(19);
+    let (mut before, mut after, mut changed) = (0, 0, 0);
+    for round in 0..2000 {
+        let net = family_net(&mut rng);
+        net.verify().expect("a well-formed net");
+        let (out, rewrote) = extract::extract(net.clone(), 0);
+        out.verify().expect("a well-formed net");
+        changed += rewrote as usize;
+        before += NetStats::of(&net).edges;
+        after += NetStats::of(&out).edges;
+        for _ in 0..4 {
+            let leaves: Vec<u64> = (0..14).map(|_| rng.next_u64()).collect();
+            let (a, b) = (words(&net, &leaves), words(&out, &leaves));
+            for (k, (x, y)) in net.outputs().zip(out.outputs()).enumerate() {
+                assert_eq!(a[x.index()], b[y.index()], "round {round}, output {k}");
+            }
+            assert_eq!(net.views.len(), out.views.len());
+            for ((name, x), (other, y)) in net.views.iter().zip(&out.views) {
+                assert_eq!(name, other);
+                assert_eq!(a[x.index()], b[y.index()], "round {round}, view {name}");
+            }
+        }
+    }
+    // The nets are made to share runs of operands, so the pass must have found them.
+    assert!(changed > 500, "extraction changed {changed} of 2000 nets");
+    assert!(after * 10 < before * 9, "operands {before} became {after}");
+}

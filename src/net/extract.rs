@@ -1,0 +1,499 @@
+//! Extraction of operand runs that several wide gates share (`doc/propnet.md`, "Extraction").
+//!
+//! After the passes, the largest nets have many wide ors that read nearly the same operands:
+//! chess's check tests are ors over the attack atoms of one square, one for every pair of the
+//! square a piece leaves and the square it captures on, each missing or adding a few operands.
+//! Every operand is an instruction of the native code and a step of the interpreter, so an
+//! operand set computed once as a gate of its own and read by each of those ors is cheaper to
+//! compile and to run.
+//!
+//! The pass finds the shared parts by content-defined chunking: each gate's operands, in the
+//! order of their node numbers, are cut after every operand whose hash falls in one bucket of
+//! [`CUT`], so that a run of operands that two gates both read is cut into the same chunks in
+//! both, wherever it starts, and a gate that misses or adds an operand changes only the chunk
+//! around it. A chunk that several gates of the same kind read becomes one symbol, and the
+//! same is done again on the gates' lists of symbols with another hash ([`LEVELS`] times), so
+//! that longer shared runs become chunks of chunks. At the end a symbol read once, or one that
+//! saves too little for the gate it costs, is written back into its readers, and each symbol
+//! left is a new gate (or, when its operands are all of some gate's, that gate itself), written
+//! just before its first reader. It is linear in the operands, up to the hash tables.
+//!
+//! Each gate keeps its function: a gate is the same and (or) of the same operands, some of
+//! which are now read through an and (or) of a part of them.
+
+use super::intern::Interner;
+use super::{Node, NodeId, Propnet};
+
+/// Nets with fewer nodes are left as they are: extraction adds gates, and the small games'
+/// component counts are compared with published ones (`doc/propnet.md`, "Counting
+/// components"), while the time it saves is in the large nets.
+pub(super) const MIN_NODES: usize = 100_000;
+
+/// Gates with fewer operands take no part.
+const MIN_FANIN: usize = 4;
+
+/// How many times the gates' lists are chunked.
+const LEVELS: u32 = 4;
+
+/// One symbol in `CUT` (by its hash; a power of two) ends a chunk.
+const CUT: u64 = 4;
+
+/// A symbol is kept as a gate when its readers would otherwise read more than this many
+/// operands more: `(readers - 1) * (operands - 1) > GATE_COST`. A gate costs more than an
+/// operand in the native code (its value is stored and loaded again); on chess 2 rather than 1
+/// keeps 17,000 gates fewer for 40,000 operands more.
+const GATE_COST: usize = 2;
+
+/// The pass goes on only if the first level takes away one in `MIN_SAVED` of the operands.
+const MIN_SAVED: usize = 4;
+
+const NONE: u32 = u32::MAX;
+
+/// The net with the shared chunks of its wide gates extracted, and whether it changed. A net
+/// under `min_nodes` nodes ([`MIN_NODES`] in the pipeline) is returned as it is.
+pub(super) fn extract(net: Propnet, min_nodes: usize) -> (Propnet, bool) {
+    if net.nodes.len() < min_nodes {
+        return (net, false);
+    }
+    let n = net.nodes.len();
+    assert!(n < (NONE / 2) as usize, "too many nodes to extract");
+    // The nets that gain are those whose operands are mostly in wide ors (chess 72 %,
+    // comp2006_argentina 74 %); in the others (alexChess 31 %, racer4 36 %) the first level
+    // finds little, and a count of operands costs less than the lists it would build.
+    let (mut wide, mut all) = (0, 0);
+    for node in &net.nodes {
+        match node {
+            Node::Or(ops) if ops.len() >= MIN_FANIN => wide += ops.len(),
+            _ => all += node.operands().len(),
+        }
+    }
+    if wide < all {
+        return (net, false);
+    }
+    let mut lists = Lists::of(&net);
+    if lists.gates.is_empty() {
+        return (net, false);
+    }
+    let mut made = Made::default();
+    // Which candidate gate, if any, each node is.
+    let mut candidate = vec![NONE; n];
+    for (c, &g) in lists.gates.iter().enumerate() {
+        candidate[g as usize] = c as u32;
+    }
+    for level in 0..LEVELS {
+        let before = lists.syms.len();
+        if !chunk_level(&mut lists, &mut made, n as u32, level) {
+            break;
+        }
+        // Where the first level takes away few operands, the others take fewer still, and the
+        // pass would cost more than it saves (alexChess: 1 % of its wide ors' operands).
+        if level == 0 && (before - lists.syms.len()) * MIN_SAVED < before {
+            return (net, false);
+        }
+    }
+    if made.kinds.is_empty() && !lists.aliased {
+        return (net, false);
+    }
+    let inlined = choose_inlined(&lists, &made, n as u32);
+    let net = emit(net, &lists, &made, &inlined, &candidate);
+    (net, true)
+}
+
+/// The candidate gates and their current lists of symbols, all in one vector. A symbol below
+/// the net's node count is a node; one above is `n + i` for made symbol `i`.
+struct Lists {
+    /// The node of each candidate gate, in arena order.
+    gates: Vec<u32>,
+    /// Whether each is an or.
+    is_or: Vec<bool>,
+    /// Candidate `c`'s list is `syms[starts[c]..starts[c + 1]]`.
+    starts: Vec<u32>,
+    syms: Vec<u32>,
+    /// Whether some chunk was found to be the whole list of a gate and read by others.
+    aliased: bool,
+}
+
+impl Lists {
+    fn of(net: &Propnet) -> Lists {
+        let mut lists = Lists {
+            gates: Vec::new(),
+            is_or: Vec::new(),
+            starts: vec![0],
+            syms: Vec::new(),
+            aliased: false,
+        };
+        for (i, node) in net.nodes.iter().enumerate() {
+            // Only ors: on chess the ands' shared runs saved 27,000 operands more for 8,000
+            // gates more, and took a third of the pass's time.
+            let (ops, or) = match node {
+                Node::Or(ops) => (ops, true),
+                _ => continue,
+            };
+            if ops.len() < MIN_FANIN {
+                continue;
+            }
+            lists.gates.push(i as u32);
+            lists.is_or.push(or);
+            // The passes leave operands sorted and distinct; chunking needs them in one order
+            // in every gate.
+            let at = lists.syms.len();
+            lists.syms.extend(ops.iter().map(|o| o.0));
+            lists.syms[at..].sort_unstable();
+            lists.starts.push(lists.syms.len() as u32);
+        }
+        lists
+    }
+
+    fn list(&self, c: usize) -> &[u32] {
+        &self.syms[self.starts[c] as usize..self.starts[c + 1] as usize]
+    }
+}
+
+/// The symbols made for shared chunks: kind and list, in the order they were made (a symbol's
+/// list holds only symbols made before it).
+#[derive(Default)]
+struct Made {
+    kinds: Vec<bool>,
+    starts: Vec<u32>,
+    syms: Vec<u32>,
+}
+
+impl Made {
+    fn list(&self, i: usize) -> &[u32] {
+        &self.syms[self.starts[i] as usize..self.starts[i + 1] as usize]
+    }
+}
+
+fn mix(x: u64) -> u64 {
+    // A 64-bit finalizer: every input bit reaches every output bit.
+    let mut x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 32;
+    x = x.wrapping_mul(0xd6e8_feb8_6659_fd93);
+    x ^ (x >> 32)
+}
+
+fn hash_chunk(or: bool, chunk: &[u32]) -> u64 {
+    let mut h = or as u64 + 1;
+    for &s in chunk {
+        h = mix(h ^ (s as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+    }
+    h
+}
+
+/// A chunk met while counting: its kind, where it was first met and how often.
+struct Chunk {
+    or: bool,
+    start: u32,
+    len: u32,
+    count: u32,
+    /// The candidate whose whole list the chunk is, or `NONE`.
+    whole: u32,
+}
+
+/// One level of chunking: counts the chunks of every list and replaces each chunk that two or
+/// more lists share by its symbol. Whether any was replaced.
+fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
+    let seed = mix(0x5eed + level as u64);
+    let ends = |s: u32| mix(s as u64 ^ seed) & (CUT - 1) == 0;
+    let mut chunks: Vec<Chunk> = Vec::new();
+    // For each chunk of two or more symbols met, in order, the index of its `Chunk`, or `NONE`
+    // when another chunk had the same hash.
+    let mut met: Vec<u32> = Vec::new();
+    let mut table = Interner::with_capacity(lists.syms.len() / (2 * CUT as usize));
+    let mut hashes: Vec<u64> = Vec::new();
+    // The chunks of a batch of gates (gate, start, end in `lists.syms`, hash): their slots of
+    // the table are loaded together before they are looked up, so that the waits for memory
+    // overlap (the table is larger than the cache on the large nets).
+    let mut batch: Vec<(u32, u32, u32, u64)> = Vec::new();
+    let mut batch_hashes: Vec<u64> = Vec::new();
+    let gates = lists.gates.len();
+    let mut c = 0;
+    while c < gates {
+        batch.clear();
+        batch_hashes.clear();
+        while c < gates && batch.len() < 32 {
+            let base = lists.starts[c] as usize;
+            let list = lists.list(c);
+            let or = lists.is_or[c];
+            let mut from = 0;
+            for (i, &s) in list.iter().enumerate() {
+                if !(ends(s) || i + 1 == list.len()) {
+                    continue;
+                }
+                if i > from {
+                    let h = hash_chunk(or, &list[from..=i]);
+                    batch.push((c as u32, (base + from) as u32, (base + i + 1) as u32, h));
+                    batch_hashes.push(h);
+                }
+                from = i + 1;
+            }
+            c += 1;
+        }
+        table.touch(&batch_hashes);
+        for &(c, start, end, h) in &batch {
+            let c = c as usize;
+            let or = lists.is_or[c];
+            let syms = &lists.syms;
+            let chunk = &syms[start as usize..end as usize];
+            let next = chunks.len() as u32;
+            let found = table.find_or_insert(
+                h,
+                next,
+                |k| {
+                    let k = &chunks[k as usize];
+                    k.or == or && &syms[k.start as usize..(k.start + k.len) as usize] == chunk
+                },
+                |k| hashes[k as usize],
+            );
+            let whole = if start == lists.starts[c] && end == lists.starts[c + 1] {
+                c as u32
+            } else {
+                NONE
+            };
+            match found {
+                Some(k) => {
+                    let k_chunk = &mut chunks[k as usize];
+                    k_chunk.count += 1;
+                    if k_chunk.whole == NONE {
+                        k_chunk.whole = whole;
+                    }
+                    met.push(k);
+                }
+                None => {
+                    chunks.push(Chunk {
+                        or,
+                        start,
+                        len: end - start,
+                        count: 1,
+                        whole,
+                    });
+                    hashes.push(h);
+                    met.push(next);
+                }
+            }
+        }
+    }
+    // The symbol of each shared chunk, made in the order the chunks were first met (a small
+    // table read in the sweep below, where the chunks themselves are scattered).
+    let mut sym_of = vec![NONE; chunks.len()];
+    let mut aliased = false;
+    for (k, kc) in chunks.iter().enumerate() {
+        if kc.count < 2 {
+            continue;
+        }
+        sym_of[k] = if kc.whole != NONE {
+            aliased = true;
+            lists.gates[kc.whole as usize]
+        } else {
+            made.kinds.push(kc.or);
+            if made.starts.is_empty() {
+                made.starts.push(0);
+            }
+            let from = kc.start as usize;
+            made.syms
+                .extend_from_slice(&lists.syms[from..from + kc.len as usize]);
+            made.starts.push(made.syms.len() as u32);
+            n + made.kinds.len() as u32 - 1
+        };
+    }
+    if sym_of.iter().all(|&s| s == NONE) {
+        return false;
+    }
+    drop(chunks);
+    // The lists again, each shared chunk replaced by its symbol, but in the gate whose whole
+    // list it is.
+    let mut syms = Vec::with_capacity(lists.syms.len());
+    let mut starts = Vec::with_capacity(lists.starts.len());
+    starts.push(0u32);
+    let mut met = met.into_iter();
+    for c in 0..lists.gates.len() {
+        let list = lists.list(c);
+        let gate = lists.gates[c];
+        let mut from = 0;
+        for (i, &s) in list.iter().enumerate() {
+            if !(ends(s) || i + 1 == list.len()) {
+                continue;
+            }
+            let chunk = &list[from..=i];
+            from = i + 1;
+            if chunk.len() < 2 {
+                syms.extend_from_slice(chunk);
+                continue;
+            }
+            let sym = sym_of[met.next().expect("a chunk met when counting") as usize];
+            if sym == NONE || sym == gate {
+                syms.extend_from_slice(chunk);
+            } else {
+                syms.push(sym);
+            }
+        }
+        starts.push(syms.len() as u32);
+    }
+    lists.syms = syms;
+    lists.starts = starts;
+    lists.aliased |= aliased;
+    true
+}
+
+/// Which made symbols are written back into their readers: those read once, and those whose
+/// gate would save too few operands. Decided from the last made down, since writing a symbol
+/// back gives the symbols in its list more readers.
+fn choose_inlined(lists: &Lists, made: &Made, n: u32) -> Vec<bool> {
+    let m = made.kinds.len();
+    let mut readers = vec![0usize; m];
+    let count = |s: u32, times: usize, readers: &mut Vec<usize>| {
+        if s >= n {
+            readers[(s - n) as usize] += times;
+        }
+    };
+    for &s in &lists.syms {
+        count(s, 1, &mut readers);
+    }
+    for &s in &made.syms {
+        count(s, 1, &mut readers);
+    }
+    let mut inlined = vec![false; m];
+    for i in (0..m).rev() {
+        let r = readers[i];
+        let k = made.list(i).len();
+        if r <= 1 || (r - 1) * (k - 1) <= GATE_COST {
+            inlined[i] = true;
+            for &s in made.list(i) {
+                count(s, r.saturating_sub(1), &mut readers);
+            }
+        }
+    }
+    inlined
+}
+
+/// The new arena: every node as before, the candidates over their lists, and each kept made
+/// symbol as a gate, written just before its first reader (and a gate that is some chunk's
+/// symbol moved there too, if that reader comes before it).
+fn emit(net: Propnet, lists: &Lists, made: &Made, inlined: &[bool], candidate: &[u32]) -> Propnet {
+    let n = net.nodes.len() as u32;
+    let mut e = Emitter {
+        n,
+        lists,
+        made,
+        inlined,
+        candidate,
+        map: vec![NONE; n as usize + made.kinds.len()],
+        nodes: Vec::with_capacity(net.nodes.len() + made.kinds.len()),
+        old: net.nodes,
+        buf: Vec::new(),
+    };
+    for i in 0..n {
+        if e.map[i as usize] == NONE {
+            e.emit(i);
+        }
+    }
+    let Emitter { map, nodes, .. } = e;
+    let at = |id: NodeId| NodeId(map[id.index()]);
+    let mut net = Propnet { nodes, ..net };
+    for b in &mut net.bases {
+        b.next = at(b.next);
+    }
+    for i in &mut net.inputs {
+        i.legal = at(i.legal);
+    }
+    for g in &mut net.goals {
+        g.node = at(g.node);
+    }
+    net.terminal = at(net.terminal);
+    for f in &mut net.feedback {
+        *f = at(*f);
+    }
+    for d in &mut net.demand {
+        *d = at(*d);
+    }
+    for v in &mut net.views {
+        if v.1 != super::passes::GONE_VIEW {
+            v.1 = at(v.1);
+        }
+    }
+    net
+}
+
+struct Emitter<'a> {
+    n: u32,
+    lists: &'a Lists,
+    made: &'a Made,
+    inlined: &'a [bool],
+    candidate: &'a [u32],
+    /// The new number of each node and made symbol, `NONE` until it is written.
+    map: Vec<u32>,
+    nodes: Vec<Node>,
+    old: Vec<Node>,
+    buf: Vec<u32>,
+}
+
+impl Emitter<'_> {
+    /// The symbols `list` stands for, with the made symbols written back expanded.
+    fn expand(&self, list: &[u32], out: &mut Vec<u32>) {
+        for &s in list {
+            if s >= self.n && self.inlined[(s - self.n) as usize] {
+                self.expand(self.made.list((s - self.n) as usize), out);
+            } else {
+                out.push(s);
+            }
+        }
+    }
+
+    /// Writes symbol `s` after the symbols it reads that are not written yet.
+    fn emit(&mut self, s: u32) {
+        let (or, ops) = if s >= self.n {
+            let i = (s - self.n) as usize;
+            let mut ops = std::mem::take(&mut self.buf);
+            ops.clear();
+            self.expand(self.made.list(i), &mut ops);
+            (self.made.kinds[i], ops)
+        } else {
+            let c = self.candidate[s as usize];
+            if c == NONE {
+                // The operands of a node that was not a candidate come before it and are
+                // written, unless a reader written early needed this node.
+                let pending: Vec<u32> = self.old[s as usize]
+                    .operands()
+                    .iter()
+                    .map(|o| o.0)
+                    .filter(|&o| self.map[o as usize] == NONE)
+                    .collect();
+                for o in pending {
+                    self.emit(o);
+                }
+                let node = std::mem::replace(&mut self.old[s as usize], Node::Const(false));
+                let node = match node {
+                    Node::And(ops) => Node::And(self.renumbered(ops)),
+                    Node::Or(ops) => Node::Or(self.renumbered(ops)),
+                    Node::Not(x) => Node::Not(NodeId(self.map[x.index()])),
+                    leaf => leaf,
+                };
+                self.map[s as usize] = self.nodes.len() as u32;
+                self.nodes.push(node);
+                return;
+            }
+            let mut ops = std::mem::take(&mut self.buf);
+            ops.clear();
+            self.expand(self.lists.list(c as usize), &mut ops);
+            (self.lists.is_or[c as usize], ops)
+        };
+        for &o in &ops {
+            if self.map[o as usize] == NONE {
+                self.emit(o);
+            }
+        }
+        let mut new: Vec<NodeId> = ops.iter().map(|&o| NodeId(self.map[o as usize])).collect();
+        new.sort_unstable();
+        self.buf = ops;
+        self.map[s as usize] = self.nodes.len() as u32;
+        self.nodes.push(if or { Node::Or(new) } else { Node::And(new) });
+    }
+
+    fn renumbered(&self, mut ops: Vec<NodeId>) -> Vec<NodeId> {
+        for o in &mut ops {
+            *o = NodeId(self.map[o.index()]);
+        }
+        ops.sort_unstable();
+        ops
+    }
+}
