@@ -190,6 +190,21 @@ struct Chunk {
     whole: u32,
 }
 
+/// Calls `f(from, to)` for each chunk `list[from..to]` of `list`, in order: a chunk ends after
+/// each symbol `ends` picks and at the end of the list. Counting the chunks and replacing them
+/// go through this one function, so that both see the same chunks (the replacement reads the
+/// counting's findings in order).
+#[inline(always)]
+fn for_each_chunk(list: &[u32], ends: impl Fn(u32) -> bool, mut f: impl FnMut(usize, usize)) {
+    let mut from = 0;
+    for (i, &s) in list.iter().enumerate() {
+        if ends(s) || i + 1 == list.len() {
+            f(from, i + 1);
+            from = i + 1;
+        }
+    }
+}
+
 /// One level of chunking: counts the chunks of every list and replaces each chunk that two or
 /// more lists share by its symbol. Whether any was replaced.
 fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
@@ -215,18 +230,13 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
             let base = lists.starts[c] as usize;
             let list = lists.list(c);
             let or = lists.is_or[c];
-            let mut from = 0;
-            for (i, &s) in list.iter().enumerate() {
-                if !(ends(s) || i + 1 == list.len()) {
-                    continue;
-                }
-                if i > from {
-                    let h = hash_chunk(or, &list[from..=i]);
-                    batch.push((c as u32, (base + from) as u32, (base + i + 1) as u32, h));
+            for_each_chunk(list, ends, |from, to| {
+                if to - from >= 2 {
+                    let h = hash_chunk(or, &list[from..to]);
+                    batch.push((c as u32, (base + from) as u32, (base + to) as u32, h));
                     batch_hashes.push(h);
                 }
-                from = i + 1;
-            }
+            });
             c += 1;
         }
         table.touch(&batch_hashes);
@@ -309,16 +319,11 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
     for c in 0..lists.gates.len() {
         let list = lists.list(c);
         let gate = lists.gates[c];
-        let mut from = 0;
-        for (i, &s) in list.iter().enumerate() {
-            if !(ends(s) || i + 1 == list.len()) {
-                continue;
-            }
-            let chunk = &list[from..=i];
-            from = i + 1;
+        for_each_chunk(list, ends, |from, to| {
+            let chunk = &list[from..to];
             if chunk.len() < 2 {
                 syms.extend_from_slice(chunk);
-                continue;
+                return;
             }
             let sym = sym_of[met.next().expect("a chunk met when counting") as usize];
             if sym == NONE || sym == gate {
@@ -326,7 +331,7 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
             } else {
                 syms.push(sym);
             }
-        }
+        });
         starts.push(syms.len() as u32);
     }
     lists.syms = syms;
