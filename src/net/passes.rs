@@ -37,8 +37,8 @@ pub enum Pass {
     Propositions,
     /// Removes nodes that no output reads.
     DeadNodes,
-    /// Once, after the rounds, on a large net: runs of operands that several ands (ors) share
-    /// become gates of their own that those gates read (`src/net/extract.rs`).
+    /// Once, after the rounds, on a large net: runs of operands that several wide ors share
+    /// become ors of their own that those ors read (`src/net/extract.rs`; ands take no part).
     Extract,
 }
 
