@@ -2067,13 +2067,9 @@ fn drop_held(store: &TermStore, head: &AtomPat, vars: &[u32], c: &mut Collected)
             let vals = &c.vals[k * w..(k + 1) * w];
             args.extend(from.iter().map(|f| f.value(vals)));
         }
-        store.touch(head.sym, arity, &args, &mut hashes);
-        for ((k, one), &h) in (start..end).zip(args.chunks_exact(arity)).zip(&hashes) {
+        for (k, (_, t)) in (start..end).zip(store.find_held(head.sym, arity, &args, &mut hashes)) {
             looked += 1;
-            if store
-                .find_hashed(h, head.sym, one)
-                .is_some_and(|t| store.holds(t))
-            {
+            if t.is_some() {
                 held += 1;
                 continue;
             }
@@ -2497,15 +2493,10 @@ impl LaterHeads {
             return Ok(());
         }
         let arity = head.args.len();
-        store.touch(head.sym, arity, &self.args, &mut self.hashes);
         let mut result = Ok(());
-        for ((&(i, pos), args), &h) in self
-            .at
-            .iter()
-            .zip(self.args.chunks_exact(arity))
-            .zip(&self.hashes)
-        {
-            match store.find_hashed(h, head.sym, args).filter(|&t| store.holds(t)) {
+        let found = store.find_held(head.sym, arity, &self.args, &mut self.hashes);
+        for (&(i, pos), (args, t)) in self.at.iter().zip(found) {
+            match t {
                 Some(t) => {
                     batch.insts[i].0 = t;
                     if let Some(by_pos) = by_pos {

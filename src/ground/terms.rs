@@ -270,6 +270,26 @@ impl TermStore {
         self.find_hashed(hash_of(functor, args), functor, args)
     }
 
+    /// Looks up the terms `functor(args…)` (`arity` arguments each, one after another) that
+    /// hold, all their table slots brought in first ([`TermStore::touch`]), so that the waits
+    /// for memory overlap: for each, its arguments and its id if it exists and holds.
+    /// `hashes` is scratch space.
+    pub fn find_held<'s>(
+        &'s self,
+        functor: Symbol,
+        arity: usize,
+        args: &'s [TermId],
+        hashes: &'s mut Vec<u64>,
+    ) -> impl Iterator<Item = (&'s [TermId], Option<TermId>)> + 's {
+        self.touch(functor, arity, args, hashes);
+        args.chunks_exact(arity.max(1))
+            .zip(hashes.iter())
+            .map(move |(one, &h)| {
+                let t = self.find_hashed(h, functor, one).filter(|&t| self.holds(t));
+                (one, t)
+            })
+    }
+
     /// [`TermStore::find`] for a term whose hash [`TermStore::touch`] gave.
     pub fn find_hashed(&self, h: u64, functor: Symbol, args: &[TermId]) -> Option<TermId> {
         debug_assert_eq!(h, hash_of(functor, args));
