@@ -1415,7 +1415,9 @@ impl<'d> Grounder<'d> {
             }
         }
         self.store.set_flags(t, HOLDS);
-        self.relations[rel as usize].rows.push(t);
+        let rows = &mut self.relations[rel as usize].rows;
+        self.store.set_position(t, rows.len());
+        rows.push(t);
         self.atoms += 1;
         if self.atoms > self.limits.max_atoms {
             return Err(limit(

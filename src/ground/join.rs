@@ -72,13 +72,48 @@ pub(crate) struct Index {
     older: Vec<u32>,
     /// Whether a plan has used it (rather than planning only having estimated with it).
     used: bool,
+    /// Whether the probes read every argument of the relation's atoms, each whole (decided at
+    /// the first atom, `None` before): a lookup then names one atom, which the term store
+    /// finds, with its position in the relation ([`TermStore::position`]). Such an index keeps
+    /// no buckets. In chess the guards of the ray relations are existence tests of 6-ary
+    /// atoms, and indexing their 262,144 atoms each in a hash map as large as the relation
+    /// was half of the time the fixpoint spent bringing indexes up to date.
+    whole: Option<bool>,
 }
 
 impl Index {
+    fn new(probes: &[Probe]) -> Index {
+        Index {
+            probes: probes.into(),
+            upto: 0,
+            included: 0,
+            heads: FxHashMap::default(),
+            older: Vec::new(),
+            used: false,
+            whole: None,
+        }
+    }
+
     /// Indexes the atoms of `rows` not indexed yet. `rows` is a prefix of the relation: the
     /// fixpoint indexes only the atoms of the round's bounds (see [`Relation::index`]).
     fn catch_up(&mut self, rows: &[TermId], store: &TermStore) {
         if self.upto >= rows.len() {
+            return;
+        }
+        let whole = *self.whole.get_or_insert_with(|| {
+            // Every atom of a relation has its arity.
+            let arity = store.args(rows[0]).len();
+            self.probes.len() == arity
+                && self
+                    .probes
+                    .iter()
+                    .enumerate()
+                    .all(|(i, p)| !p.functor && *p.path == [i as u8])
+        });
+        if whole {
+            // Every atom has every probed path, and each lookup finds at most one.
+            self.included = rows.len();
+            self.upto = rows.len();
             return;
         }
         'rows: for (pos, &row) in rows.iter().enumerate().skip(self.upto) {
@@ -109,6 +144,11 @@ impl Index {
 
     /// The average number of atoms a lookup finds.
     fn average_bucket(&self) -> f64 {
+        if self.whole == Some(true) {
+            // What the buckets would say: as many buckets as atoms, different atoms having
+            // different keys.
+            return if self.included == 0 { 0.0 } else { 1.0 };
+        }
         if self.heads.is_empty() {
             0.0
         } else {
@@ -133,14 +173,7 @@ impl Relation {
         let i = match self.indexes.iter().position(|ix| *ix.probes == *probes) {
             Some(i) => i,
             None => {
-                self.indexes.push(Index {
-                    probes: probes.into(),
-                    upto: 0,
-                    included: 0,
-                    heads: FxHashMap::default(),
-                    older: Vec::new(),
-                    used: false,
-                });
+                self.indexes.push(Index::new(probes));
                 self.indexes.len() - 1
             }
         };
@@ -909,6 +942,20 @@ pub(crate) fn delta_can_match(
     let relation = &mut relations[r];
     let ix = relation.index(&probes, store, hi);
     relation.indexes[ix].used = true;
+    if relation.indexes[ix].whole == Some(true) {
+        // A ground atom: its position says whether the last round added it.
+        let args: Vec<TermId> = key
+            .iter()
+            .map(|src| match *src {
+                KeySrc::Term(t) => t,
+                KeySrc::Const(_) | KeySrc::Var(_) => unreachable!("a whole key of ground arguments"),
+            })
+            .collect();
+        return store
+            .find(a.sym, &args)
+            .and_then(|t| store.position(t))
+            .is_some_and(|p| (lo..hi).contains(&p));
+    }
     let mut h = rustc_hash::FxHasher::default();
     for src in &key {
         h.write_u64(match *src {
@@ -1995,6 +2042,20 @@ impl<'a> Exec<'a> {
                                 break;
                             }
                         }
+                    }
+                    Some(ix) if relation.indexes[*ix].whole == Some(true) => {
+                        // Every argument is bound: the atom itself is looked up, and its
+                        // position in the relation tells whether it is in the range.
+                        let Some(p) = self.find_atom(a).and_then(|t| self.store.position(t)) else {
+                            return Ok(());
+                        };
+                        if p < lo || p >= hi || skip(p) || report && self.head_known_at(p) {
+                            return Ok(());
+                        }
+                        if report {
+                            self.head_pos = p;
+                        }
+                        self.try_row(conj, plan, steps, &at, relation.rows[p], emit)?;
                     }
                     Some(ix) => {
                         let mut h = rustc_hash::FxHasher::default();
