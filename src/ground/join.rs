@@ -1794,6 +1794,10 @@ pub(crate) struct Exec<'a> {
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
     /// position from the round's start (empty: all of them). See `Grounder::eval_scc`.
     pub delta_keep: &'a [bool],
+    /// While deriving, the positions the plan's first step reads when it is a scan without
+    /// an index (all of its range when `None`): one part of a join cut into parts by that
+    /// scan, whose parts together find what the whole join finds, in the same order.
+    pub first_part: Option<(usize, usize)>,
     /// For each sub-join, the binding it was last asked with and its answer.
     last: Vec<Option<(Vec<TermId>, SubEntries)>>,
     /// Scratch space for the solutions of a sub-join (`Exec::solve_sub`): their out values,
@@ -1862,6 +1866,7 @@ impl<'a> Exec<'a> {
             lookups_held: 0,
             out_seen: Vec::new(),
             delta_keep: &[],
+            first_part: None,
             last: Vec::new(),
             sol_vals: Vec::new(),
             sol_lits: Vec::new(),
@@ -2031,6 +2036,12 @@ impl<'a> Exec<'a> {
                 let report = *item == self.head_item && std::ptr::eq(steps, plan.steps.as_slice());
                 match index {
                     None => {
+                        let (lo, hi) = match self.first_part {
+                            Some((from, to)) if k == 0 && std::ptr::eq(steps, plan.steps.as_slice()) => {
+                                (lo.max(from), hi.min(to))
+                            }
+                            _ => (lo, hi),
+                        };
                         for pos in lo..hi {
                             if skip(pos) || report && self.head_known_at(pos) {
                                 continue;
