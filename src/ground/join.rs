@@ -74,12 +74,22 @@ pub(crate) struct Index {
     used: bool,
     /// Whether the probes read every argument of the relation's atoms, each whole (decided at
     /// the first atom, `None` before): a lookup then names one atom, which the term store
-    /// finds, with its position in the relation ([`TermStore::position`]). Such an index keeps
-    /// no buckets. In chess the guards of the ray relations are existence tests of 6-ary
-    /// atoms, and indexing their 262,144 atoms each in a hash map as large as the relation
-    /// was half of the time the fixpoint spent bringing indexes up to date.
-    whole: Option<bool>,
+    /// can find, with its position in the relation ([`TermStore::position`]).
+    shape_whole: Option<bool>,
+    /// Whether lookups go to the term store, the index keeping no buckets: for an index of
+    /// that shape once the relation has `WHOLE_ROWS` atoms. In chess the guards of the ray
+    /// relations are existence tests of 6-ary atoms, and indexing their 262,144 atoms each in
+    /// a hash map as large as the relation was half of the time the fixpoint spent bringing
+    /// indexes up to date.
+    whole: bool,
 }
+
+/// The fewest atoms of a relation for an index of every argument to look its atoms up in the
+/// term store rather than in buckets of its own. A small index stays in the cache, where its
+/// lookups are cheaper than the term table's (racer4's fixpoint, whose existence tests read
+/// relations of at most 21,000 atoms, took 8 % more time without buckets); a large one is a
+/// cache miss either way, and building it costs a hash map insertion per atom.
+const WHOLE_ROWS: usize = 1 << 16;
 
 impl Index {
     fn new(probes: &[Probe]) -> Index {
@@ -90,7 +100,8 @@ impl Index {
             heads: FxHashMap::default(),
             older: Vec::new(),
             used: false,
-            whole: None,
+            shape_whole: None,
+            whole: false,
         }
     }
 
@@ -100,7 +111,7 @@ impl Index {
         if self.upto >= rows.len() {
             return;
         }
-        let whole = *self.whole.get_or_insert_with(|| {
+        let whole = *self.shape_whole.get_or_insert_with(|| {
             // Every atom of a relation has its arity.
             let arity = store.args(rows[0]).len();
             self.probes.len() == arity
@@ -110,8 +121,11 @@ impl Index {
                     .enumerate()
                     .all(|(i, p)| !p.functor && *p.path == [i as u8])
         });
-        if whole {
+        if whole && rows.len() >= WHOLE_ROWS {
             // Every atom has every probed path, and each lookup finds at most one.
+            self.whole = true;
+            self.heads = FxHashMap::default();
+            self.older = Vec::new();
             self.included = rows.len();
             self.upto = rows.len();
             return;
@@ -144,8 +158,8 @@ impl Index {
 
     /// The average number of atoms a lookup finds.
     fn average_bucket(&self) -> f64 {
-        if self.whole == Some(true) {
-            // What the buckets would say: as many buckets as atoms, different atoms having
+        if self.whole {
+            // What the buckets said: as many buckets as atoms, different atoms having
             // different keys.
             return if self.included == 0 { 0.0 } else { 1.0 };
         }
@@ -942,7 +956,7 @@ pub(crate) fn delta_can_match(
     let relation = &mut relations[r];
     let ix = relation.index(&probes, store, hi);
     relation.indexes[ix].used = true;
-    if relation.indexes[ix].whole == Some(true) {
+    if relation.indexes[ix].whole {
         // A ground atom: its position says whether the last round added it.
         let args: Vec<TermId> = key
             .iter()
@@ -2054,7 +2068,7 @@ impl<'a> Exec<'a> {
                             }
                         }
                     }
-                    Some(ix) if relation.indexes[*ix].whole == Some(true) => {
+                    Some(ix) if relation.indexes[*ix].whole => {
                         // Every argument is bound: the atom itself is looked up, and its
                         // position in the relation tells whether it is in the range.
                         let Some(p) = self.find_atom(a).and_then(|t| self.store.position(t)) else {
