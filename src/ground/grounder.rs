@@ -58,6 +58,8 @@ pub struct GroundStats {
     pub fixpoint: Duration,
     /// Rounds of the fixpoints whose joins ran on several threads (`Grounder::run_round`).
     pub parallel_rounds: usize,
+    /// Joins of the fixpoint cut into parts on several threads (`Grounder::derive_in_parts`).
+    pub split_variants: usize,
     /// Time spent instantiating.
     pub instantiate: Duration,
     /// The ten largest relations (`name/arity`) with their numbers of atoms, largest first.
@@ -151,6 +153,10 @@ pub(crate) struct Grounder<'d> {
     /// The least work (`first_scan_size`, summed) for which a round runs on several threads:
     /// `PARALLEL_ROUND`, or 0 in tests that have every round with several relations do so.
     pub parallel_round: usize,
+    /// The fewest atoms (`first_scan_size`) a variant's first scan must read for the variant
+    /// of a round of one chain to be cut into parts (`Grounder::derive_in_parts`):
+    /// `SPLIT_VARIANT`, or 0 in tests.
+    pub split_variant: usize,
     /// Whether the joins that read no settled identity are handed out at once rather than
     /// with their component (see `Grounder::instantiate`); the ground program does not
     /// depend on it. Off only in tests, which compare the two.
@@ -307,6 +313,7 @@ impl<'d> Grounder<'d> {
             join_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOIN_THREADS)),
             derive_threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_JOIN_THREADS)),
             parallel_round: PARALLEL_ROUND,
+            split_variant: SPLIT_VARIANT,
             run_ahead: true,
         };
         g.opaque.resize(n, false);
@@ -1100,8 +1107,16 @@ impl<'d> Grounder<'d> {
         let total: usize = round.iter().map(|v| v.size).sum();
         let threads = self.derive_threads.min(chains.len());
         if threads <= 1 || total < self.parallel_round {
+            // A round of one chain leaves the other threads idle: its large variants are each
+            // cut into parts (chess's check test, six rules of one relation evaluated after the
+            // component of the game, ran alone on one core for a tenth of the fixpoint).
+            let lone = chains.len() == 1 && self.derive_threads > 1 && total >= self.parallel_round;
             for v in round {
-                self.derive_planned(v, bounds)?;
+                if lone && v.size >= self.split_variant {
+                    self.derive_in_parts(v, bounds)?;
+                } else {
+                    self.derive_planned(v, bounds)?;
+                }
             }
             return Ok(());
         }
@@ -1140,7 +1155,7 @@ impl<'d> Grounder<'d> {
                 };
                 let mut state = Chain::default();
                 for &k in chain {
-                    let collected = collect_heads(&cx, &round[k], &mut state);
+                    let collected = collect_heads(&cx, &round[k], &mut state, None);
                     *outs[k].lock().expect("no join thread panics holding its slot") = Some(collected);
                 }
             };
@@ -1168,6 +1183,85 @@ impl<'d> Grounder<'d> {
             self.merge_variant(v, c)?;
         }
         Ok(())
+    }
+
+    /// Runs a planned variant whose first step is a scan without an index cut into parts,
+    /// one range of that scan's positions each, on `derive_threads` threads against the term
+    /// store and relations as they are (`collect_heads`), and adds the heads the parts
+    /// collected, part by part in order, as `run_round` adds a round's variants
+    /// (`merge_variant`). The serial join reads those positions in that order too, so it
+    /// finds the same heads in the same order: a part does not know the heads the parts
+    /// before it found, and collects them again, but the merge finds them pending and adds
+    /// nothing; every head the serial join would make that a part did not collect held or was
+    /// found before, so the new terms get the same ids. Other variants run on this thread.
+    fn derive_in_parts(&mut self, v: &Variant, bounds: &Bounds) -> Result<(), GroundError> {
+        let (lo, hi) = match v.plan.steps.first() {
+            Some(Step::Scan {
+                rel,
+                range,
+                index: None,
+                ..
+            }) => {
+                let r = *rel as usize;
+                match range {
+                    join::Range::Old => (0, bounds.old[r]),
+                    join::Range::All => (0, bounds.all[r]),
+                    join::Range::Delta => (bounds.old[r], bounds.all[r]),
+                }
+            }
+            _ => return self.derive_planned(v, bounds),
+        };
+        self.stats.split_variants += 1;
+        let parts = self.derive_threads;
+        if let Some(key) = v.cache_key {
+            let len = self.relations[key.1 as usize].rows.len();
+            self.head_at.entry(key).or_default().resize(len, UNBOUND);
+        }
+        let cx = FrozenCx {
+            conjs: &self.conjs,
+            store: &self.store,
+            relations: &self.relations,
+            bounds,
+            head_at: &self.head_at,
+            rel_names: &self.rel_names,
+            deadline: self.deadline,
+            room: self.limits.max_atoms.saturating_sub(self.atoms),
+            max_atoms: self.limits.max_atoms,
+            unshared: [self.k.legal, self.k.goal],
+        };
+        let step = (hi - lo).div_ceil(parts).max(1);
+        let part = |i: usize| {
+            let from = lo + i * step;
+            collect_heads(&cx, v, &mut Chain::default(), Some((from, (from + step).min(hi))))
+        };
+        let mut collected: Vec<Collected> = std::thread::scope(|s| {
+            let others: Vec<_> = (1..parts).map(|i| s.spawn(move || part(i))).collect();
+            let mut all = vec![part(0)];
+            all.extend(
+                others
+                    .into_iter()
+                    .map(|h| h.join().expect("no join thread panics")),
+            );
+            all
+        });
+        // The parts in order, up to the first that stopped with an error: the serial join
+        // would have stopped there.
+        if let Some(k) = collected.iter().position(|c| c.result.is_err()) {
+            collected.truncate(k + 1);
+        }
+        let mut parts = collected.into_iter();
+        let mut c = parts.next().expect("at least one part");
+        for p in parts {
+            c.vals.extend(p.vals);
+            c.pos.extend(p.pos);
+            c.found_at.extend(p.found_at);
+            c.solutions += p.solutions;
+            c.result = p.result;
+            c.time += p.time;
+        }
+        let heads = c.pos.len();
+        self.store.prepare_growth(heads - heads / 8);
+        self.merge_variant(v, c)
     }
 
     /// Runs a planned variant on this thread and adds the atoms it derives.
@@ -1415,7 +1509,9 @@ impl<'d> Grounder<'d> {
             }
         }
         self.store.set_flags(t, HOLDS);
-        self.relations[rel as usize].rows.push(t);
+        let rows = &mut self.relations[rel as usize].rows;
+        self.store.set_position(t, rows.len());
+        rows.push(t);
         self.atoms += 1;
         if self.atoms > self.limits.max_atoms {
             return Err(limit(
@@ -1776,6 +1872,11 @@ struct Variant {
 /// thread would cost more than it saves. The choice changes nothing but the time.
 const PARALLEL_ROUND: usize = 256;
 
+/// The fewest atoms the first scan of a variant of a round of one chain must read for the
+/// variant to be cut into parts on several threads (`Grounder::derive_in_parts`): below it,
+/// the threads cost more than they save. The choice changes nothing but the time.
+const SPLIT_VARIANT: usize = 4096;
+
 /// The least number of atoms the indexes must take in all, before a round, for them to be
 /// brought up to date on several threads (`join::catch_up_all`); below it a thread would
 /// cost more than it saves. The choice changes nothing but the time.
@@ -1905,7 +2006,7 @@ struct Collected {
 /// the chain (`Exec::heads_found`, `Chain`): the join on the calling thread has those marked
 /// in the store. A head another variant before `v` in the round added is not known here (in
 /// a chain that shares no heads); `Grounder::merge_variant` finds it held.
-fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
+fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain, part: Option<(usize, usize)>) -> Collected {
     let clock = Instant::now();
     let conj = &cx.conjs[v.ci];
     let head = &conj.head;
@@ -1927,6 +2028,7 @@ fn collect_heads(cx: &FrozenCx, v: &Variant, chain: &mut Chain) -> Collected {
         cx.deadline,
     );
     exec.delta_keep = &v.keep;
+    exec.first_part = part;
     // `HeadKnown` stops looking the head up in the term table when its first lookups find
     // few heads that hold: in chess nearly every head that reaches it is a new atom, for
     // which the lookup was a cache miss that found nothing (a seventh of the join threads in
@@ -3541,6 +3643,61 @@ mod tests {
             (batch.lits.len(), batch.aux_rules.len(), batch.aux_lits.len()),
             (1, 1, 1)
         );
+    }
+
+    /// Every relation's atoms after the fixpoint, in order, with their ids, the number of
+    /// terms made, and how many variants were cut into parts.
+    fn fixpoint_rows(
+        desc: &crate::gdl::Description,
+        threads: usize,
+    ) -> (Vec<Vec<(TermId, String)>>, usize, usize) {
+        let limits = crate::ground::GroundLimits::default();
+        let mut g =
+            super::Grounder::new(desc, &limits, &crate::ground::GroundOptions::default()).expect("prepares");
+        g.derive_threads = threads;
+        g.parallel_round = 0;
+        g.split_variant = 0;
+        g.fixpoint().expect("the fixpoint runs");
+        let rows = g
+            .relations
+            .iter()
+            .map(|r| {
+                r.rows
+                    .iter()
+                    .map(|&t| (t, g.store.text(t, &desc.symbols)))
+                    .collect()
+            })
+            .collect();
+        (rows, g.store.len(), g.stats.split_variants)
+    }
+
+    #[test]
+    fn a_variant_cut_into_parts_derives_the_atoms_of_the_whole_join_in_the_same_order() {
+        // `q` and `r` are each a component of their own, after the one of the game, with one
+        // rule: each round is a chain of one relation, whose variant is cut into parts. The
+        // product of `q` has heads in every part, whose order the merge must keep.
+        let mut src = String::from("(role a)\n(<= (legal a noop) (true (c 0)))\n");
+        for k in 0..40 {
+            src += &format!("(init (c {k}))\n(num {k})\n");
+        }
+        src += "(<= (next (c ?x)) (true (c ?x)))
+            (<= (r ?x) (true (c ?x)))
+            (<= (q ?x ?k) (r ?x) (num ?k) (distinct ?x ?k))
+            (<= terminal (q ?x ?k))
+            (<= (goal a 100) (r ?x))";
+        let desc = crate::gdl::parse(&src).expect("the test game parses");
+        let (one, terms, split) = fixpoint_rows(&desc, 1);
+        assert_eq!(split, 0);
+        for threads in [2, 3] {
+            let (several, several_terms, split) = fixpoint_rows(&desc, threads);
+            assert!(split > 0, "{threads} threads: no variant was cut into parts");
+            assert_eq!(terms, several_terms, "{threads} threads");
+            assert!(
+                one == several,
+                "{threads} threads: other atoms, or in another order"
+            );
+        }
+        assert!(one.iter().any(|rows| rows.len() == 40 * 39), "q has every pair");
     }
 
     fn conjs(src: &str) -> Vec<Conj> {

@@ -72,13 +72,62 @@ pub(crate) struct Index {
     older: Vec<u32>,
     /// Whether a plan has used it (rather than planning only having estimated with it).
     used: bool,
+    /// Whether the probes read every argument of the relation's atoms, each whole (decided at
+    /// the first atom, `None` before): a lookup then names one atom, which the term store
+    /// can find, with its position in the relation ([`TermStore::position`]).
+    shape_whole: Option<bool>,
+    /// Whether lookups go to the term store, the index keeping no buckets: for an index of
+    /// that shape once the relation has `WHOLE_ROWS` atoms. In chess the guards of the ray
+    /// relations are existence tests of 6-ary atoms, and indexing their 262,144 atoms each in
+    /// a hash map as large as the relation was half of the time the fixpoint spent bringing
+    /// indexes up to date.
+    whole: bool,
 }
 
+/// The fewest atoms of a relation for an index of every argument to look its atoms up in the
+/// term store rather than in buckets of its own. A small index stays in the cache, where its
+/// lookups are cheaper than the term table's (racer4's fixpoint, whose existence tests read
+/// relations of at most 21,000 atoms, took 8 % more time without buckets); a large one is a
+/// cache miss either way, and building it costs a hash map insertion per atom.
+const WHOLE_ROWS: usize = 1 << 16;
+
 impl Index {
+    fn new(probes: &[Probe]) -> Index {
+        Index {
+            probes: probes.into(),
+            upto: 0,
+            included: 0,
+            heads: FxHashMap::default(),
+            older: Vec::new(),
+            used: false,
+            shape_whole: None,
+            whole: false,
+        }
+    }
+
     /// Indexes the atoms of `rows` not indexed yet. `rows` is a prefix of the relation: the
     /// fixpoint indexes only the atoms of the round's bounds (see [`Relation::index`]).
     fn catch_up(&mut self, rows: &[TermId], store: &TermStore) {
         if self.upto >= rows.len() {
+            return;
+        }
+        let whole = *self.shape_whole.get_or_insert_with(|| {
+            // Every atom of a relation has its arity.
+            let arity = store.args(rows[0]).len();
+            self.probes.len() == arity
+                && self
+                    .probes
+                    .iter()
+                    .enumerate()
+                    .all(|(i, p)| !p.functor && *p.path == [i as u8])
+        });
+        if whole && rows.len() >= WHOLE_ROWS {
+            // Every atom has every probed path, and each lookup finds at most one.
+            self.whole = true;
+            self.heads = FxHashMap::default();
+            self.older = Vec::new();
+            self.included = rows.len();
+            self.upto = rows.len();
             return;
         }
         'rows: for (pos, &row) in rows.iter().enumerate().skip(self.upto) {
@@ -109,6 +158,11 @@ impl Index {
 
     /// The average number of atoms a lookup finds.
     fn average_bucket(&self) -> f64 {
+        if self.whole {
+            // What the buckets said: as many buckets as atoms, different atoms having
+            // different keys.
+            return if self.included == 0 { 0.0 } else { 1.0 };
+        }
         if self.heads.is_empty() {
             0.0
         } else {
@@ -133,14 +187,7 @@ impl Relation {
         let i = match self.indexes.iter().position(|ix| *ix.probes == *probes) {
             Some(i) => i,
             None => {
-                self.indexes.push(Index {
-                    probes: probes.into(),
-                    upto: 0,
-                    included: 0,
-                    heads: FxHashMap::default(),
-                    older: Vec::new(),
-                    used: false,
-                });
+                self.indexes.push(Index::new(probes));
                 self.indexes.len() - 1
             }
         };
@@ -909,6 +956,20 @@ pub(crate) fn delta_can_match(
     let relation = &mut relations[r];
     let ix = relation.index(&probes, store, hi);
     relation.indexes[ix].used = true;
+    if relation.indexes[ix].whole {
+        // A ground atom: its position says whether the last round added it.
+        let args: Vec<TermId> = key
+            .iter()
+            .map(|src| match *src {
+                KeySrc::Term(t) => t,
+                KeySrc::Const(_) | KeySrc::Var(_) => unreachable!("a whole key of ground arguments"),
+            })
+            .collect();
+        return store
+            .find(a.sym, &args)
+            .and_then(|t| store.position(t))
+            .is_some_and(|p| (lo..hi).contains(&p));
+    }
     let mut h = rustc_hash::FxHasher::default();
     for src in &key {
         h.write_u64(match *src {
@@ -1747,6 +1808,10 @@ pub(crate) struct Exec<'a> {
     /// While deriving, which atoms of the last round a scan of `Range::Delta` reads, by
     /// position from the round's start (empty: all of them). See `Grounder::eval_scc`.
     pub delta_keep: &'a [bool],
+    /// While deriving, the positions the plan's first step reads when it is a scan without
+    /// an index (all of its range when `None`): one part of a join cut into parts by that
+    /// scan, whose parts together find what the whole join finds, in the same order.
+    pub first_part: Option<(usize, usize)>,
     /// For each sub-join, the binding it was last asked with and its answer.
     last: Vec<Option<(Vec<TermId>, SubEntries)>>,
     /// Scratch space for the solutions of a sub-join (`Exec::solve_sub`): their out values,
@@ -1815,6 +1880,7 @@ impl<'a> Exec<'a> {
             lookups_held: 0,
             out_seen: Vec::new(),
             delta_keep: &[],
+            first_part: None,
             last: Vec::new(),
             sol_vals: Vec::new(),
             sol_lits: Vec::new(),
@@ -1984,6 +2050,12 @@ impl<'a> Exec<'a> {
                 let report = *item == self.head_item && std::ptr::eq(steps, plan.steps.as_slice());
                 match index {
                     None => {
+                        let (lo, hi) = match self.first_part {
+                            Some((from, to)) if k == 0 && std::ptr::eq(steps, plan.steps.as_slice()) => {
+                                (lo.max(from), hi.min(to))
+                            }
+                            _ => (lo, hi),
+                        };
                         for pos in lo..hi {
                             if skip(pos) || report && self.head_known_at(pos) {
                                 continue;
@@ -1995,6 +2067,20 @@ impl<'a> Exec<'a> {
                                 break;
                             }
                         }
+                    }
+                    Some(ix) if relation.indexes[*ix].whole => {
+                        // Every argument is bound: the atom itself is looked up, and its
+                        // position in the relation tells whether it is in the range.
+                        let Some(p) = self.find_atom(a).and_then(|t| self.store.position(t)) else {
+                            return Ok(());
+                        };
+                        if p < lo || p >= hi || skip(p) || report && self.head_known_at(p) {
+                            return Ok(());
+                        }
+                        if report {
+                            self.head_pos = p;
+                        }
+                        self.try_row(conj, plan, steps, &at, relation.rows[p], emit)?;
                     }
                     Some(ix) => {
                         let mut h = rustc_hash::FxHasher::default();

@@ -95,7 +95,8 @@ fn ground_with_join_threads(
 }
 
 /// [`ground_with_stats`] with the joins of every round of the fixpoint that has variants of
-/// several relations on `threads` threads, however little it has to do.
+/// several relations on `threads` threads, and every variant of a round of one relation cut
+/// into parts on them, however little it has to do.
 #[cfg(test)]
 fn ground_with_derive_threads(
     desc: &Description,
@@ -105,6 +106,7 @@ fn ground_with_derive_threads(
     let mut g = grounder::Grounder::new(desc, limits, &GroundOptions::default())?;
     g.derive_threads = threads;
     g.parallel_round = 0;
+    g.split_variant = 0;
     g.fixpoint()?;
     g.eliminate()?;
     g.instantiate()

@@ -20,20 +20,24 @@ pub(crate) const HOLDS: u8 = 1;
 /// The atom was derived in the current evaluation and waits to be added to its relation.
 pub(crate) const PENDING: u8 = 2;
 
-/// Words before a term's arguments in `TermStore::data`: functor, number of arguments, id, and
-/// depth (low 16 bits) with the flag byte above it.
-const HEADER: usize = 4;
+/// Words before a term's arguments in `TermStore::data`: functor, number of arguments, id,
+/// depth (low 16 bits) with the flag byte above it, and the atom's position in its relation.
+const HEADER: usize = 5;
 const FUNCTOR: usize = 0;
 const LEN: usize = 1;
 const ID: usize = 2;
 const META: usize = 3;
+const POS: usize = 4;
 const FLAG_SHIFT: u32 = 16;
+
+/// The position word of a term that is no atom of a relation (yet).
+const NO_POS: u32 = u32::MAX;
 
 /// The store of ground terms, with one flag byte per term for the evaluator's use.
 #[derive(Default)]
 pub(crate) struct TermStore {
     /// Every term's record, one after another: `HEADER` words (functor, number of arguments,
-    /// id, depth and flags) then its arguments. A term's functor, arguments, depth and flags
+    /// id, depth and flags, position) then its arguments. A term's functor, arguments, depth and flags
     /// thus share a cache line or two, and a table probe that reaches the term reads only its
     /// record: in chess the lookups of 7-ary atoms were a third of grounding, most of it cache
     /// misses (the table slot, then the term's node, then its arguments elsewhere).
@@ -219,7 +223,7 @@ impl TermStore {
             .filter(|&at| at < u32::MAX)
             .expect("the term store holds fewer than 2^32 words");
         self.data
-            .extend_from_slice(&[functor.0, args.len() as u32, id, u32::from(depth)]);
+            .extend_from_slice(&[functor.0, args.len() as u32, id, u32::from(depth), NO_POS]);
         self.data.extend_from_slice(args);
         self.offsets.push(at);
         self.max_depth = self.max_depth.max(depth);
@@ -414,6 +418,28 @@ impl TermStore {
     pub fn clear_flags(&mut self, t: TermId, bits: u8) {
         let at = self.at(t);
         self.data[at + META] &= !(u32::from(bits) << FLAG_SHIFT);
+    }
+
+    /// Notes that atom `t` is at position `pos` of its relation's atoms. An atom is added to
+    /// one relation (the one of its functor and arity), once.
+    #[inline]
+    pub fn set_position(&mut self, t: TermId, pos: usize) {
+        let at = self.at(t);
+        debug_assert_eq!(self.data[at + POS], NO_POS, "an atom is added once");
+        self.data[at + POS] = u32::try_from(pos)
+            .ok()
+            .filter(|&p| p != NO_POS)
+            .expect("a relation holds fewer than 2^32 - 1 atoms");
+    }
+
+    /// The position of atom `t` among its relation's atoms, if it has been added
+    /// ([`TermStore::set_position`]). Read from the term's record, which a lookup of the term
+    /// has just brought in: an existence test of a whole atom in a range of its relation needs
+    /// no index of the relation.
+    #[inline]
+    pub fn position(&self, t: TermId) -> Option<usize> {
+        let p = self.data[self.at(t) + POS];
+        (p != NO_POS).then_some(p as usize)
     }
 
     /// Whether the atom `t` holds.

@@ -1098,6 +1098,11 @@ fn the_ground_program_does_not_depend_on_the_fixpoint_threads() {
             stats.parallel_rounds > 0,
             "{threads} threads: no round ran on several threads"
         );
+        // Nor would it test the variants of a round of one relation cut into parts.
+        assert!(
+            stats.split_variants > 0,
+            "{threads} threads: no variant was cut into parts"
+        );
         assert!(one.atoms == several.atoms, "{threads} threads: other atoms");
         assert!(one.rules == several.rules, "{threads} threads: other rules");
         assert_eq!(one.init, several.init, "{threads} threads");
