@@ -1572,16 +1572,15 @@ struct NegMemo {
 /// alone. Waiting literals are looked up after their table slots have all been touched, so
 /// that the misses overlap. In the solution's body the literal stands as
 /// `OutLit { rel: WAITING, atom: its place in Exec::neg_wait, negated: true }` until then.
+/// These literals skip the memo of `negated_atom`: a memo probe is itself a miss or two (its
+/// table and its keys), about what a lookup that waits with others costs, and chess's
+/// grounding took a little less time without it.
 struct NegWait {
     /// The literal's relation and functor, and where its arguments are in `Exec::neg_args`.
     rel: RelId,
     sym: crate::gdl::Symbol,
     args: u32,
     arity: u32,
-    /// The body item, and where the values of its variables are in `Exec::neg_keys` when its
-    /// memo is to keep the answer (as `negated_atom` decides), `u32::MAX` otherwise.
-    item: u32,
-    key: u32,
 }
 
 /// In a negated literal's memo, a binding whose atom does not hold.
@@ -1754,7 +1753,6 @@ pub(crate) struct Exec<'a> {
     waiting: bool,
     neg_wait: Vec<NegWait>,
     neg_args: Vec<TermId>,
-    neg_keys: Vec<TermId>,
     neg_hashes: Vec<u64>,
     neg_run: Vec<u64>,
     neg_found: Vec<TermId>,
@@ -1845,7 +1843,6 @@ impl<'a> Exec<'a> {
             waiting: false,
             neg_wait: Vec::new(),
             neg_args: Vec::new(),
-            neg_keys: Vec::new(),
             neg_hashes: Vec::new(),
             neg_run: Vec::new(),
             neg_found: Vec::new(),
@@ -2090,15 +2087,15 @@ impl<'a> Exec<'a> {
                     return Ok(());
                 };
                 // While a sub-join's solutions are collected, a literal of variables and
-                // constants the memo does not answer waits to be looked up with the others.
+                // constants waits to be looked up with the others (see `NegWait`).
                 let answer = if self.waiting && a.args.iter().all(|p| !matches!(p, Pat::Func(..))) {
-                    self.wait_negated(*item, a)
+                    Some((WAITING, self.wait_negated(a)))
                 } else {
-                    Ok(self.negated_atom(*item, a).map(|t| (a.rel, t)))
+                    self.negated_atom(*item, a).map(|t| (a.rel, t))
                 };
                 // A negated atom outside the over-approximation never holds: the literal is
                 // true and is left out.
-                match answer.unwrap_or_else(|n| Some((WAITING, n))) {
+                match answer {
                     Some((rel, t)) => {
                         self.lits.push(OutLit {
                             rel,
@@ -3076,41 +3073,15 @@ impl Exec<'_> {
         t
     }
 
-    /// `negated_atom` for a literal of variables and constants while a sub-join's solutions
-    /// are collected: the memo's answer (`Ok`, the relation and atom where it holds), or the
-    /// literal's place among those waiting to be looked up (`Err`, see [`NegWait`]).
-    fn wait_negated(&mut self, item: usize, a: &AtomPat) -> Result<Option<(RelId, TermId)>, u32> {
-        let mut key_at = u32::MAX;
-        if let Some(nm) = self.neg_memo.get_mut(item).and_then(Option::as_mut) {
-            let mut key = std::mem::take(&mut self.key);
-            key.clear();
-            key.extend(nm.vars.iter().map(|&v| self.binds[v as usize]));
-            nm.asked += 1;
-            if let Some(&t) = nm.memo.get(&key) {
-                nm.found += 1;
-                self.key = key;
-                return Ok((t != NOT_HOLDING).then_some((a.rel, t)));
-            }
-            let keep = if nm.asked >= NEG_MEMO_TRIAL && nm.found * 4 < nm.asked {
-                self.neg_memo[item] = None;
-                false
-            } else {
-                nm.memo.keys.len() < MAX_NEG_MEMO * nm.vars.len().max(1)
-            };
-            if keep {
-                key_at = self.neg_keys.len() as u32;
-                self.neg_keys.extend_from_slice(&key);
-            }
-            self.key = key;
-        }
+    /// Puts negated literal `a` (of variables and constants) among those waiting to be looked
+    /// up (see [`NegWait`]) and returns its place there.
+    fn wait_negated(&mut self, a: &AtomPat) -> u32 {
         let n = self.neg_wait.len() as u32;
         self.neg_wait.push(NegWait {
             rel: a.rel,
             sym: a.sym,
             args: self.neg_args.len() as u32,
             arity: a.args.len() as u32,
-            item: item as u32,
-            key: key_at,
         });
         let binds = &self.binds;
         self.neg_args.extend(a.args.iter().map(|p| match p {
@@ -3118,7 +3089,7 @@ impl Exec<'_> {
             Pat::Ground(g) => *g,
             Pat::Func(..) => unreachable!("only literals of variables and constants wait"),
         }));
-        Err(n)
+        n
     }
 
     /// Looks up the negated literals waiting from `from` on (see [`NegWait`]), their table
@@ -3174,19 +3145,6 @@ impl Exec<'_> {
             found.push(t.filter(|&t| store.holds(t)).unwrap_or(NOT_HOLDING));
         }
         self.neg_hashes = hashes;
-        // The answers the memos keep; a binding asked twice in one solve waited twice.
-        for (w, &t) in waits.iter().zip(&found) {
-            if w.key == u32::MAX {
-                continue;
-            }
-            if let Some(nm) = self.neg_memo.get_mut(w.item as usize).and_then(Option::as_mut) {
-                let at = w.key as usize;
-                let key = &self.neg_keys[at..at + nm.vars.len()];
-                if nm.memo.get(key).is_none() {
-                    nm.memo.insert(key, t);
-                }
-            }
-        }
         // The solutions, rewritten in place.
         let (mut w_sol, mut w_lit, mut start) = (0, 0, 0);
         for i in 0..ends.len() {
@@ -3248,13 +3206,6 @@ impl Exec<'_> {
     fn forget_waiting(&mut self, from: usize) {
         if let Some(w) = self.neg_wait.get(from) {
             self.neg_args.truncate(w.args as usize);
-            if let Some(k) = self.neg_wait[from..]
-                .iter()
-                .map(|w| w.key)
-                .find(|&k| k != u32::MAX)
-            {
-                self.neg_keys.truncate(k as usize);
-            }
         }
         self.neg_wait.truncate(from);
     }
