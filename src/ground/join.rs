@@ -1626,6 +1626,30 @@ struct NegMemo {
     found: u32,
 }
 
+/// A negated literal of a sub-join's solution that waits to be looked up with the others of
+/// the solve (`Exec::resolve_waiting`). Looking a 7-ary atom up in the term table is mostly
+/// two cache misses (its slot, its record): in chess, `legal`'s sub-joins ask the check test
+/// for every blocking square, about a tenth of the join threads' time, each lookup waiting
+/// alone. Waiting literals are looked up after their table slots have all been touched, so
+/// that the misses overlap. In the solution's body the literal stands as
+/// `OutLit { rel: WAITING, atom: its place in Exec::neg_wait, negated: true }` until then.
+/// These literals skip the memo of `negated_atom`: a memo probe is itself a miss or two (its
+/// table and its keys), about what a lookup that waits with others costs, and chess's
+/// grounding took a little less time without it.
+struct NegWait {
+    /// The literal's relation and functor, and where its arguments are in `Exec::neg_args`.
+    rel: RelId,
+    sym: crate::gdl::Symbol,
+    args: u32,
+    arity: u32,
+}
+
+/// In a negated literal's memo, a binding whose atom does not hold.
+const NOT_HOLDING: TermId = TermId::MAX;
+
+/// The relation number of a negated literal waiting to be looked up (see [`NegWait`]).
+const WAITING: RelId = RelId::MAX - 1;
+
 /// After how many questions a negated literal whose memo answered fewer than a quarter of
 /// them stops keeping one.
 const NEG_MEMO_TRIAL: u32 = 1 << 14;
@@ -1784,6 +1808,15 @@ pub(crate) struct Exec<'a> {
     /// For each literal of the body, while it is worth it, the atom each binding of its
     /// variables gives its [`Step::NegOut`] (see `Exec::negated_atom`).
     neg_memo: Vec<Option<NegMemo>>,
+    /// While a sub-join's solutions are collected for instantiation (`Exec::collect`), its
+    /// negated literals of variables and constants wait here instead of being looked up one
+    /// by one (see [`NegWait`]); `waiting` says whether they do.
+    waiting: bool,
+    neg_wait: Vec<NegWait>,
+    neg_args: Vec<TermId>,
+    neg_hashes: Vec<u64>,
+    neg_run: Vec<u64>,
+    neg_found: Vec<TermId>,
     /// While deriving with the term store shared: the heads found (by this run, and by the
     /// runs of earlier rules of the same relation that handed the set on), which
     /// [`Step::HeadKnown`] treats as known and the solution callback adds to
@@ -1872,6 +1905,12 @@ impl<'a> Exec<'a> {
             by_set: true,
             seen: Vec::new(),
             neg_memo: Vec::new(),
+            waiting: false,
+            neg_wait: Vec::new(),
+            neg_args: Vec::new(),
+            neg_hashes: Vec::new(),
+            neg_run: Vec::new(),
+            neg_found: Vec::new(),
             heads_found: None,
             note_head_at: false,
             head_lookup: true,
@@ -2133,12 +2172,19 @@ impl<'a> Exec<'a> {
                 let (Item::Neg(a) | Item::Pos(a)) = &conj.body[*item] else {
                     return Ok(());
                 };
+                // While a sub-join's solutions are collected, a literal of variables and
+                // constants waits to be looked up with the others (see `NegWait`).
+                let answer = if self.waiting && a.args.iter().all(|p| !matches!(p, Pat::Func(..))) {
+                    Some((WAITING, self.wait_negated(a)))
+                } else {
+                    self.negated_atom(*item, a).map(|t| (a.rel, t))
+                };
                 // A negated atom outside the over-approximation never holds: the literal is
                 // true and is left out.
-                match self.negated_atom(*item, a) {
-                    Some(t) => {
+                match answer {
+                    Some((rel, t)) => {
                         self.lits.push(OutLit {
-                            rel: a.rel,
+                            rel,
                             atom: t,
                             negated: true,
                         });
@@ -2319,6 +2365,15 @@ impl<'a> Exec<'a> {
     /// Solves sub-join `sub` for the current binding of its given variables: for each binding
     /// of its out variables, what its solutions amount to.
     fn solve_sub(&mut self, conj: &Conj, plan: &Plan, sub: usize) -> Result<SubEntries, Stop> {
+        // Only the collection of a plain sub-join's solutions lets negated literals wait
+        // (below): a nested one starts without, whatever its caller does.
+        let was = std::mem::replace(&mut self.waiting, false);
+        let r = self.solve_sub_in(conj, plan, sub);
+        self.waiting = was;
+        r
+    }
+
+    fn solve_sub_in(&mut self, conj: &Conj, plan: &Plan, sub: usize) -> Result<SubEntries, Stop> {
         let sp = &plan.subs[sub];
         let steps = &sp.steps;
         if self.mode == Mode::Derive {
@@ -2361,6 +2416,8 @@ impl<'a> Exec<'a> {
         // bodies), rather than a vector each: chess's check test solves sub-joins about a
         // million times, and allocating every solution was a tenth of its grounding.
         let (mut vals, mut lits, mut ends) = self.take_solutions();
+        let from = self.neg_wait.len();
+        self.waiting = true;
         let solved = self.collect(
             conj,
             plan,
@@ -2372,6 +2429,11 @@ impl<'a> Exec<'a> {
             &mut lits,
             &mut ends,
         );
+        self.waiting = false;
+        if solved.is_ok() && self.neg_wait.len() > from {
+            self.resolve_waiting(from, sp.out.len(), &mut vals, &mut lits, &mut ends);
+        }
+        self.forget_waiting(from);
         let result = solved.map(|()| self.entries(sub, sp, &vals, &lits, &ends, None));
         (self.sol_vals, self.sol_lits, self.sol_ends) = (vals, lits, ends);
         result
@@ -3068,7 +3130,6 @@ impl Exec<'_> {
     /// rarely come again (fewer than a quarter answered from the memo once it has been asked
     /// `NEG_MEMO_TRIAL` times) stops being remembered.
     fn negated_atom(&mut self, item: usize, a: &AtomPat) -> Option<TermId> {
-        const NOT_HOLDING: TermId = TermId::MAX;
         let Some(nm) = self.neg_memo.get_mut(item).and_then(Option::as_mut) else {
             return self.find_atom(a).filter(|&t| self.store.holds(t));
         };
@@ -3096,6 +3157,143 @@ impl Exec<'_> {
         }
         self.key = key;
         t
+    }
+
+    /// Puts negated literal `a` (of variables and constants) among those waiting to be looked
+    /// up (see [`NegWait`]) and returns its place there.
+    fn wait_negated(&mut self, a: &AtomPat) -> u32 {
+        let n = self.neg_wait.len() as u32;
+        self.neg_wait.push(NegWait {
+            rel: a.rel,
+            sym: a.sym,
+            args: self.neg_args.len() as u32,
+            arity: a.args.len() as u32,
+        });
+        let binds = &self.binds;
+        self.neg_args.extend(a.args.iter().map(|p| match p {
+            Pat::Var(v) => binds[*v as usize],
+            Pat::Ground(g) => *g,
+            Pat::Func(..) => unreachable!("only literals of variables and constants wait"),
+        }));
+        n
+    }
+
+    /// Looks up the negated literals waiting from `from` on (see [`NegWait`]), their table
+    /// slots all touched first, and writes them into the solutions `collect` gathered (bodies
+    /// `lits`, ends `ends`, `nout` out values each in `vals`): a literal whose atom does not
+    /// hold is true and left out, each body with a waiting literal is then sorted without
+    /// repeats, and a solution with both `x` and `(not x)` is dropped, as `collect` does for
+    /// the others; so the solutions are those that looking each literal up at once gives.
+    /// The waiting literals are then forgotten.
+    fn resolve_waiting(
+        &mut self,
+        from: usize,
+        nout: usize,
+        vals: &mut Vec<TermId>,
+        lits: &mut Vec<OutLit>,
+        ends: &mut Vec<u32>,
+    ) {
+        let store: &TermStore = &self.store;
+        let waits = &self.neg_wait[from..];
+        // The slots of each run of literals of one functor are touched together (their
+        // arguments are one after another in `neg_args`), so that their misses overlap.
+        let mut hashes = std::mem::take(&mut self.neg_hashes);
+        let mut run = std::mem::take(&mut self.neg_run);
+        hashes.clear();
+        let mut i = 0;
+        while i < waits.len() {
+            let (sym, arity) = (waits[i].sym, waits[i].arity);
+            let j = i + waits[i..]
+                .iter()
+                .take_while(|w| w.sym == sym && w.arity == arity)
+                .count();
+            let lo = waits[i].args as usize;
+            let hi = (waits[j - 1].args + arity) as usize;
+            if arity == 0 {
+                hashes.extend(std::iter::repeat_n(0, j - i));
+            } else {
+                store.touch(sym, arity as usize, &self.neg_args[lo..hi], &mut run);
+                hashes.extend_from_slice(&run);
+            }
+            i = j;
+        }
+        self.neg_run = run;
+        // The atom of each waiting literal where it holds, `NOT_HOLDING` elsewhere.
+        let mut found = std::mem::take(&mut self.neg_found);
+        found.clear();
+        for (w, &h) in waits.iter().zip(&hashes) {
+            let args = &self.neg_args[w.args as usize..(w.args + w.arity) as usize];
+            let t = if args.is_empty() {
+                store.find(w.sym, args)
+            } else {
+                store.find_hashed(h, w.sym, args)
+            };
+            found.push(t.filter(|&t| store.holds(t)).unwrap_or(NOT_HOLDING));
+        }
+        self.neg_hashes = hashes;
+        // The solutions, rewritten in place.
+        let (mut w_sol, mut w_lit, mut start) = (0, 0, 0);
+        for i in 0..ends.len() {
+            let end = ends[i] as usize;
+            let body = w_lit;
+            let mut waited = false;
+            for j in start..end {
+                let l = lits[j];
+                if l.rel == WAITING {
+                    waited = true;
+                    let wait = &self.neg_wait[l.atom as usize];
+                    let t = found[l.atom as usize - from];
+                    if t == NOT_HOLDING {
+                        continue;
+                    }
+                    lits[w_lit] = OutLit {
+                        rel: wait.rel,
+                        atom: t,
+                        negated: true,
+                    };
+                } else {
+                    lits[w_lit] = l;
+                }
+                w_lit += 1;
+            }
+            start = end;
+            if waited && w_lit - body > 1 {
+                let slice = &mut lits[body..w_lit];
+                slice.sort_unstable();
+                let mut n = 1;
+                for j in 1..slice.len() {
+                    if slice[j] != slice[n - 1] {
+                        slice[n] = slice[j];
+                        n += 1;
+                    }
+                }
+                w_lit = body + n;
+                // Both x and (not x): this solution never holds.
+                if lits[body..w_lit]
+                    .windows(2)
+                    .any(|p| p[0].rel == p[1].rel && p[0].atom == p[1].atom)
+                {
+                    w_lit = body;
+                    continue;
+                }
+            }
+            ends[w_sol] = w_lit as u32;
+            vals.copy_within(i * nout..(i + 1) * nout, w_sol * nout);
+            w_sol += 1;
+        }
+        ends.truncate(w_sol);
+        vals.truncate(w_sol * nout);
+        lits.truncate(w_lit);
+        self.neg_found = found;
+        self.forget_waiting(from);
+    }
+
+    /// Forgets the negated literals waiting from `from` on.
+    fn forget_waiting(&mut self, from: usize) {
+        if let Some(w) = self.neg_wait.get(from) {
+            self.neg_args.truncate(w.args as usize);
+        }
+        self.neg_wait.truncate(from);
     }
 
     /// Whether `x` and `y` stand for the same term under the current bindings.
