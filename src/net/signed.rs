@@ -724,9 +724,27 @@ enum Slot {
     Not(u32),
 }
 
-/// Below this many nodes, [`emit`] makes the nodes on one thread: starting a second costs
-/// more than it saves.
-const EMIT_SPLIT: usize = 1 << 16;
+/// How [`emit`] shares the making of the nodes between two threads: from `from` nodes on,
+/// `chunk` nodes at a time, until none is left.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct EmitSplit {
+    /// The fewest nodes made on two threads; below, one makes them all.
+    pub from: usize,
+    /// The nodes a thread takes at a time.
+    pub chunk: usize,
+    /// Whether this thread waits for the other to make every chunk before it takes one (the
+    /// tests' way to have the other thread's chunks joined, which this thread's speed
+    /// otherwise decides).
+    pub helper_alone: bool,
+}
+
+/// Below 65,536 nodes [`emit`] makes the nodes on one thread: starting a second costs more
+/// than it saves. Above, in chunks of 4,096 (chess: about 140 chunks a pass).
+const EMIT_SPLIT: EmitSplit = EmitSplit {
+    from: 1 << 16,
+    chunk: 1 << 12,
+    helper_alone: false,
+};
 
 /// Writes the signed net back as a propnet with and, or and not gates, each and computed with
 /// the sign `flip` gives it; `old` supplies everything but the nodes.
@@ -734,9 +752,20 @@ const EMIT_SPLIT: usize = 1 << 16;
 /// In two sweeps: the first numbers the nodes (each signed node the outputs need, each
 /// constant and `not` where its first reader meets it), the second makes them. Making them
 /// is most of the work, a vector of operands to allocate, fill and sort for each gate, and
-/// each node depends only on the numbers, so on a large net the two halves of the arena are
-/// made on two threads.
-fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Propnet) -> Propnet {
+/// each node depends only on the numbers, so on a large net the nodes are made on two
+/// threads ([`EmitSplit`]): this one takes chunks of them from the front, the other from the
+/// back, until none is left. Halves, as they were until 2026-11-24 (`opt20`), left one
+/// thread waiting for the other: the vectors cost more to allocate on this thread, whose
+/// allocator pool holds the freed nodes of earlier passes in pieces (chess, round 1: 94 ms
+/// for this thread's half, 53 for the other's, timed under load).
+fn emit(
+    arena: &Arena,
+    refs: &[u32],
+    outputs: &Outputs,
+    flip: &[bool],
+    old: Propnet,
+    split: EmitSplit,
+) -> Propnet {
     let n = arena.nodes.len();
     let mut slots: Vec<Slot> = Vec::with_capacity(n);
     // The node that computes each signed node as stored (negated where flipped), and the
@@ -819,19 +848,52 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
             }
         },
     };
-    let nodes: Vec<Node> = if slots.len() < EMIT_SPLIT {
+    let nodes: Vec<Node> = if slots.len() < split.from {
         slots.iter().map(make).collect()
     } else {
-        let (first, second) = slots.split_at(slots.len() / 2);
+        let chunk = split.chunk.max(1);
+        let left = std::sync::Mutex::new(0..slots.len().div_ceil(chunk));
+        // The next chunk not taken yet, from the back or from the front; `None` when none is
+        // left. A panic never happens while the lock is held, so a poisoned lock still holds
+        // a consistent range.
+        let take = |from_back: bool| {
+            let mut left = left.lock().unwrap_or_else(|e| e.into_inner());
+            let c = if from_back { left.next_back() } else { left.next() }?;
+            Some(&slots[c * chunk..((c + 1) * chunk).min(slots.len())])
+        };
         std::thread::scope(|s| {
-            let helper = s.spawn(|| second.iter().map(make).collect::<Vec<Node>>());
+            // The chunks the helper makes, the last first.
+            let helper = s.spawn(|| {
+                let mut made: Vec<Vec<Node>> = Vec::new();
+                while let Some(part) = take(true) {
+                    made.push(part.iter().map(make).collect());
+                }
+                made
+            });
             // Room for the factor pass of the next round, which writes its nodes after
-            // these in the same vector (`with_room`).
+            // these in the same vector (`with_room`). The chunks this thread takes are the
+            // first ones, in order, so it writes them in place.
             let mut nodes = Vec::with_capacity(with_room(slots.len()));
-            nodes.extend(first.iter().map(make));
             // A panic of the helper is a bug of this function; it is passed on as it is.
-            let second = helper.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            nodes.extend(second);
+            let join = |h: std::thread::ScopedJoinHandle<'_, Vec<Vec<Node>>>| {
+                h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+            };
+            let front = |nodes: &mut Vec<Node>| {
+                while let Some(part) = take(false) {
+                    nodes.extend(part.iter().map(make));
+                }
+            };
+            let made = if split.helper_alone {
+                let made = join(helper);
+                front(&mut nodes);
+                made
+            } else {
+                front(&mut nodes);
+                join(helper)
+            };
+            for part in made.into_iter().rev() {
+                nodes.extend(part);
+            }
             nodes
         })
     };
@@ -912,7 +974,13 @@ pub(super) fn signs(net: Propnet, all_live: bool) -> Propnet {
 
 /// [`signs`], the rebuild hash-consing every and (`hash_all`) or only those flattening
 /// touches ([`rebuild`]); the nets are the same.
-pub(super) fn signs_with(mut net: Propnet, all_live: bool, hash_all: bool) -> Propnet {
+pub(super) fn signs_with(net: Propnet, all_live: bool, hash_all: bool) -> Propnet {
+    signs_split(net, all_live, hash_all, EMIT_SPLIT)
+}
+
+/// [`signs_with`], the nodes of the result made on two threads as `split` says; the nets are
+/// the same.
+pub(super) fn signs_split(mut net: Propnet, all_live: bool, hash_all: bool, split: EmitSplit) -> Propnet {
     let (mut arena, outputs) = to_signed(&net, all_live);
     free_aside(std::mem::take(&mut net.nodes));
     // The second sweep looks ands up in the first one's table, and if it must hash-cons them
@@ -921,5 +989,5 @@ pub(super) fn signs_with(mut net: Propnet, all_live: bool, hash_all: bool) -> Pr
     let table = std::mem::replace(&mut arena.ands, Interner::with_capacity(0));
     let (arena, outputs) = rebuild(&arena, outputs, table, hash_all);
     let (refs, flip) = choose_signs(&arena, &outputs);
-    emit(&arena, &refs, &outputs, &flip, net)
+    emit(&arena, &refs, &outputs, &flip, net, split)
 }
