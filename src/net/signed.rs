@@ -765,7 +765,7 @@ fn emit(
     flip: &[bool],
     old: Propnet,
     split: EmitSplit,
-) -> Propnet {
+) -> (Propnet, Vec<u32>) {
     let n = arena.nodes.len();
     let mut slots: Vec<Slot> = Vec::with_capacity(n);
     // The node that computes each signed node as stored (negated where flipped), and the
@@ -773,29 +773,42 @@ fn emit(
     let mut stored: Vec<Option<NodeId>> = vec![None; n];
     let mut not: Vec<Option<NodeId>> = vec![None; n];
     let mut constants: [Option<NodeId>; 2] = [None; 2];
-    let add = |slots: &mut Vec<Slot>, slot: Slot| {
+    // How many gates and outputs read each node of the net written, counted as the nodes are
+    // numbered: the factor pass of the next round needs them, and counting them there is a
+    // sweep over every operand vector of the net (chess: about 8 ms a round).
+    let mut readers: Vec<u32> = Vec::with_capacity(n);
+    let add = |slots: &mut Vec<Slot>, readers: &mut Vec<u32>, slot: Slot| {
         slots.push(slot);
+        readers.push(0);
         NodeId::from_index(slots.len() - 1)
     };
     // The node for `l` read by a reader computed with sign `reader_flip`, numbered at its
-    // first reader.
+    // first reader; counted as read once more.
     let read = |slots: &mut Vec<Slot>,
+                readers: &mut Vec<u32>,
                 stored: &[Option<NodeId>],
                 not: &mut [Option<NodeId>],
                 constants: &mut [Option<NodeId>; 2],
                 l: Lit,
                 reader_flip: bool| {
         let x = node_of(l);
-        if x == 0 {
+        let id = if x == 0 {
             let b = negated(l) ^ reader_flip;
-            return *constants[b as usize].get_or_insert_with(|| add(slots, Slot::Const(b)));
-        }
-        let plain = stored[x].expect("operands come first");
-        if negated(l) ^ reader_flip ^ flip[x] {
-            *not[x].get_or_insert_with(|| add(slots, Slot::Not(x as u32)))
+            *constants[b as usize].get_or_insert_with(|| add(slots, readers, Slot::Const(b)))
         } else {
-            plain
-        }
+            let plain = stored[x].expect("operands come first");
+            if negated(l) ^ reader_flip ^ flip[x] {
+                *not[x].get_or_insert_with(|| {
+                    // The `not` reads the node that stores `x`.
+                    readers[plain.index()] = readers[plain.index()].saturating_add(1);
+                    add(slots, readers, Slot::Not(x as u32))
+                })
+            } else {
+                plain
+            }
+        };
+        readers[id.index()] = readers[id.index()].saturating_add(1);
+        id
     };
     for (m, node) in arena.nodes.iter().enumerate() {
         if refs[m] == 0 || m == 0 {
@@ -803,15 +816,33 @@ fn emit(
         }
         if let SNode::And(r) = node {
             for &l in &arena.ops[r.start as usize..r.end as usize] {
-                read(&mut slots, &stored, &mut not, &mut constants, l, flip[m]);
+                read(
+                    &mut slots,
+                    &mut readers,
+                    &stored,
+                    &mut not,
+                    &mut constants,
+                    l,
+                    flip[m],
+                );
             }
         }
-        stored[m] = Some(add(&mut slots, Slot::Signed(m as u32)));
+        stored[m] = Some(add(&mut slots, &mut readers, Slot::Signed(m as u32)));
     }
     let out: Vec<NodeId> = outputs
         .outputs
         .iter()
-        .map(|&l| read(&mut slots, &stored, &mut not, &mut constants, l, false))
+        .map(|&l| {
+            read(
+                &mut slots,
+                &mut readers,
+                &stored,
+                &mut not,
+                &mut constants,
+                l,
+                false,
+            )
+        })
         .collect();
     // Every operand's `not` is numbered now, so an operand reads the same node as in the
     // first sweep.
@@ -946,7 +977,7 @@ fn emit(
         });
         *id = node.unwrap_or(GONE_VIEW);
     }
-    Propnet {
+    let net = Propnet {
         roles,
         nodes,
         bases,
@@ -960,27 +991,35 @@ fn emit(
         demand: Vec::new(),
         feedback,
         loops,
-    }
+    };
+    (net, readers)
 }
 
 /// Rewrites `net` in signed form (merging gates equal up to De Morgan's laws and flattening
 /// ands into the ands that read them) and back, each gate computed as itself or as its
-/// negation so that as few nodes as possible are read negated.
+/// negation so that as few nodes as possible are read negated. Returns the net with how many
+/// gates and outputs read each of its nodes (as the factor pass counts them, saturating).
 ///
 /// With `all_live`, every node of `net` is needed by an output (see [`to_signed`]).
-pub(super) fn signs(net: Propnet, all_live: bool) -> Propnet {
-    signs_with(net, all_live, false)
+pub(super) fn signs(net: Propnet, all_live: bool) -> (Propnet, Vec<u32>) {
+    signs_split(net, all_live, false, EMIT_SPLIT)
 }
 
-/// [`signs`], the rebuild hash-consing every and (`hash_all`) or only those flattening
-/// touches ([`rebuild`]); the nets are the same.
+/// [`signs`] without the counts of readers, the rebuild hash-consing every and (`hash_all`)
+/// or only those flattening touches ([`rebuild`]); the nets are the same.
+#[cfg(test)]
 pub(super) fn signs_with(net: Propnet, all_live: bool, hash_all: bool) -> Propnet {
-    signs_split(net, all_live, hash_all, EMIT_SPLIT)
+    signs_split(net, all_live, hash_all, EMIT_SPLIT).0
 }
 
-/// [`signs_with`], the nodes of the result made on two threads as `split` says; the nets are
-/// the same.
-pub(super) fn signs_split(mut net: Propnet, all_live: bool, hash_all: bool, split: EmitSplit) -> Propnet {
+/// [`signs`], the rebuild hash-consing every and or not (`hash_all`), the nodes of the result
+/// made on two threads as `split` says; the nets are the same.
+pub(super) fn signs_split(
+    mut net: Propnet,
+    all_live: bool,
+    hash_all: bool,
+    split: EmitSplit,
+) -> (Propnet, Vec<u32>) {
     let (mut arena, outputs) = to_signed(&net, all_live);
     free_aside(std::mem::take(&mut net.nodes));
     // The second sweep looks ands up in the first one's table, and if it must hash-cons them

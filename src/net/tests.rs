@@ -664,7 +664,7 @@ fn polarity_on_two_threads_writes_what_one_thread_writes() {
     let mut several = 0;
     for round in 0..400 {
         let net = passes::run(random_net(&mut rng, 3, 2, 4 + round % 60), Pass::DeadNodes);
-        let alone = signed::signs_split(net.clone(), true, false, one);
+        let alone = signed::signs_split(net.clone(), true, false, one).0;
         for chunk in [1, 2, 5, 64] {
             for helper_alone in [false, true] {
                 let split = signed::EmitSplit {
@@ -672,7 +672,7 @@ fn polarity_on_two_threads_writes_what_one_thread_writes() {
                     chunk,
                     helper_alone,
                 };
-                let two = signed::signs_split(net.clone(), true, false, split);
+                let two = signed::signs_split(net.clone(), true, false, split).0;
                 assert!(
                     shape(&two) == shape(&alone),
                     "round {round}, {split:?}: two threads wrote another net"
