@@ -29,6 +29,11 @@ struct Scratch {
     candidates: Vec<Range<usize>>,
     group: Vec<usize>,
     used: Vec<bool>,
+    /// The residual ands and operands of the group being factored, kept for the next group:
+    /// each group that pays factors its residuals in an or of their own, and chess's factor
+    /// passes meet tens of thousands of them. Those bodies keep their own buffers in turn,
+    /// for the groups of the inner or.
+    inner: Option<Box<(Bodies, Vec<NodeId>)>>,
 }
 
 impl Bodies {
@@ -97,6 +102,7 @@ fn groups_of<E>(
         candidates,
         group,
         used,
+        inner,
     } = scratch;
     used.clear();
     used.resize(bodies.len(), false);
@@ -173,8 +179,10 @@ fn groups_of<E>(
             groups.push(shared);
             continue;
         }
-        let mut rest = Bodies::default();
-        let mut rest_plain = Vec::new();
+        let (rest, rest_plain) = &mut **inner.get_or_insert_with(Default::default);
+        rest.ops.clear();
+        rest.ends.clear();
+        rest_plain.clear();
         for &k in group.iter() {
             rest.ops.extend(bodies.get(k).iter().filter(|&&x| x != shared));
             if rest.open().len() == 1 {
@@ -184,8 +192,8 @@ fn groups_of<E>(
                 rest.close();
             }
         }
-        let inner = factored_or(&mut rest, &rest_plain, add)?;
-        groups.push(add(Node::And(vec![shared, inner]))?);
+        let or = factored_or(rest, rest_plain, add)?;
+        groups.push(add(Node::And(vec![shared, or]))?);
     }
     Ok(groups)
 }

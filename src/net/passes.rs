@@ -152,6 +152,9 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
         Vec::new()
     };
     let mut last_round = 0;
+    // How many readers each node of the net has, when the pass that wrote the net counted
+    // them (polarity) and no pass has rewritten it since; the factor pass needs them.
+    let mut known_readers: Option<Vec<u32>> = None;
     for round in 1..=max_rounds {
         last_round = round;
         let changes_before = changes;
@@ -177,6 +180,7 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
                 pass,
                 copy,
                 all_live,
+                &mut known_readers,
                 &mut |n: &Propnet, made: Option<Snapshot>| {
                     rewrote = true;
                     if copy {
@@ -231,7 +235,14 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
     // and polarity would partly undo by flattening, so it runs once, after them.
     let start = Instant::now();
     let mut rewrote = false;
-    net = run_with(net, Pass::Extract, false, all_live, &mut |_, _| rewrote = true);
+    net = run_with(
+        net,
+        Pass::Extract,
+        false,
+        all_live,
+        &mut known_readers,
+        &mut |_, _| rewrote = true,
+    );
     if rewrote {
         reports.push(PassReport {
             pass: Pass::Extract,
@@ -437,7 +448,7 @@ pub(super) fn free_aside(garbage: Vec<Node>) {
 /// Runs one pass (the tests run passes one at a time).
 #[cfg(test)]
 pub(super) fn run(net: Propnet, pass: Pass) -> Propnet {
-    without_gone_views(run_with(net, pass, false, false, &mut |_, _| {}))
+    without_gone_views(run_with(net, pass, false, false, &mut None, &mut |_, _| {}))
 }
 
 /// `net` without the views the passes removed ([`GONE_VIEW`]), as [`optimize`] returns it.
@@ -455,14 +466,18 @@ const COPY_BESIDE: usize = 1 << 16;
 /// it; a pass that finds nothing to do returns the net it was given without calling it. With
 /// `copy` (the caller will copy the net it is given, [`Snapshot`]), the pass may make that
 /// copy itself on a second thread while it reads the net, and then hands it over with the net.
-/// `all_live` says that some output reads every node of `net`.
+/// `all_live` says that some output reads every node of `net`. `known` holds how
+/// many readers each node of `net` has ([`readers`]) if the pass that wrote `net` counted them
+/// (polarity, which sets it); every pass takes it, and the factor pass uses it.
 fn run_with(
     net: Propnet,
     pass: Pass,
     copy: bool,
     all_live: bool,
+    known: &mut Option<Vec<u32>>,
     before_rewrite: &mut dyn FnMut(&Propnet, Option<Snapshot>),
 ) -> Propnet {
+    let known_readers = known.take();
     let flags = match pass {
         // On the large games the net as built has nothing to fold or collapse (alexChess:
         // about 80 ms of rewriting 800,000 gates as they were); a scan that writes nothing
@@ -493,7 +508,13 @@ fn run_with(
             let (readers, first) = std::thread::scope(|s| {
                 let net = &net;
                 let copying = nodes.as_mut().map(|nodes| s.spawn(move || nodes.copy(net)));
-                let readers = readers(net);
+                let readers = match known_readers {
+                    Some(known) => {
+                        debug_assert!(known == readers(net), "polarity counted other readers");
+                        known
+                    }
+                    None => readers(net),
+                };
                 let first = first_to_factor(net, &readers);
                 if let Some(h) = copying {
                     // A panic of the helper is a bug of `NodesCopy::copy`; it is passed on.
@@ -572,7 +593,9 @@ fn run_with(
         }
         Pass::Polarity => {
             before_rewrite(&net, None);
-            return super::signed::signs(net, all_live);
+            let (net, readers) = super::signed::signs(net, all_live);
+            *known = Some(readers);
+            return net;
         }
         Pass::Propositions => return propositions(net, &mut |n| before_rewrite(n, None)),
         Pass::DeadNodes => return dead_nodes(net, &mut |n| before_rewrite(n, None)),
@@ -618,7 +641,14 @@ pub(super) fn factor_every_or(net: Propnet) -> Propnet {
 /// nodes.
 #[cfg(test)]
 pub(super) fn factor_all_live(net: Propnet) -> Propnet {
-    without_gone_views(run_with(net, Pass::Factor, false, true, &mut |_, _| {}))
+    without_gone_views(run_with(
+        net,
+        Pass::Factor,
+        false,
+        true,
+        &mut None,
+        &mut |_, _| {},
+    ))
 }
 
 /// The exclusive-inputs pass rewriting from the first node on, without its scan's answer

@@ -724,9 +724,27 @@ enum Slot {
     Not(u32),
 }
 
-/// Below this many nodes, [`emit`] makes the nodes on one thread: starting a second costs
-/// more than it saves.
-const EMIT_SPLIT: usize = 1 << 16;
+/// How [`emit`] shares the making of the nodes between two threads: from `from` nodes on,
+/// `chunk` nodes at a time, until none is left.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct EmitSplit {
+    /// The fewest nodes made on two threads; below, one makes them all.
+    pub from: usize,
+    /// The nodes a thread takes at a time.
+    pub chunk: usize,
+    /// Whether this thread waits for the other to make every chunk before it takes one (the
+    /// tests' way to have the other thread's chunks joined, which this thread's speed
+    /// otherwise decides).
+    pub helper_alone: bool,
+}
+
+/// Below 65,536 nodes [`emit`] makes the nodes on one thread: starting a second costs more
+/// than it saves. Above, in chunks of 4,096 (chess: about 140 chunks a pass).
+const EMIT_SPLIT: EmitSplit = EmitSplit {
+    from: 1 << 16,
+    chunk: 1 << 12,
+    helper_alone: false,
+};
 
 /// Writes the signed net back as a propnet with and, or and not gates, each and computed with
 /// the sign `flip` gives it; `old` supplies everything but the nodes.
@@ -734,9 +752,20 @@ const EMIT_SPLIT: usize = 1 << 16;
 /// In two sweeps: the first numbers the nodes (each signed node the outputs need, each
 /// constant and `not` where its first reader meets it), the second makes them. Making them
 /// is most of the work, a vector of operands to allocate, fill and sort for each gate, and
-/// each node depends only on the numbers, so on a large net the two halves of the arena are
-/// made on two threads.
-fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Propnet) -> Propnet {
+/// each node depends only on the numbers, so on a large net the nodes are made on two
+/// threads ([`EmitSplit`]): this one takes chunks of them from the front, the other from the
+/// back, until none is left. Halves, as they were until 2026-11-24 (`opt20`), left one
+/// thread waiting for the other: the vectors cost more to allocate on this thread, whose
+/// allocator pool holds the freed nodes of earlier passes in pieces (chess, round 1: 94 ms
+/// for this thread's half, 53 for the other's, timed under load).
+fn emit(
+    arena: &Arena,
+    refs: &[u32],
+    outputs: &Outputs,
+    flip: &[bool],
+    old: Propnet,
+    split: EmitSplit,
+) -> (Propnet, Vec<u32>) {
     let n = arena.nodes.len();
     let mut slots: Vec<Slot> = Vec::with_capacity(n);
     // The node that computes each signed node as stored (negated where flipped), and the
@@ -744,29 +773,42 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
     let mut stored: Vec<Option<NodeId>> = vec![None; n];
     let mut not: Vec<Option<NodeId>> = vec![None; n];
     let mut constants: [Option<NodeId>; 2] = [None; 2];
-    let add = |slots: &mut Vec<Slot>, slot: Slot| {
+    // How many gates and outputs read each node of the net written, counted as the nodes are
+    // numbered: the factor pass of the next round needs them, and counting them there is a
+    // sweep over every operand vector of the net (chess: about 8 ms a round).
+    let mut readers: Vec<u32> = Vec::with_capacity(n);
+    let add = |slots: &mut Vec<Slot>, readers: &mut Vec<u32>, slot: Slot| {
         slots.push(slot);
+        readers.push(0);
         NodeId::from_index(slots.len() - 1)
     };
     // The node for `l` read by a reader computed with sign `reader_flip`, numbered at its
-    // first reader.
+    // first reader; counted as read once more.
     let read = |slots: &mut Vec<Slot>,
+                readers: &mut Vec<u32>,
                 stored: &[Option<NodeId>],
                 not: &mut [Option<NodeId>],
                 constants: &mut [Option<NodeId>; 2],
                 l: Lit,
                 reader_flip: bool| {
         let x = node_of(l);
-        if x == 0 {
+        let id = if x == 0 {
             let b = negated(l) ^ reader_flip;
-            return *constants[b as usize].get_or_insert_with(|| add(slots, Slot::Const(b)));
-        }
-        let plain = stored[x].expect("operands come first");
-        if negated(l) ^ reader_flip ^ flip[x] {
-            *not[x].get_or_insert_with(|| add(slots, Slot::Not(x as u32)))
+            *constants[b as usize].get_or_insert_with(|| add(slots, readers, Slot::Const(b)))
         } else {
-            plain
-        }
+            let plain = stored[x].expect("operands come first");
+            if negated(l) ^ reader_flip ^ flip[x] {
+                *not[x].get_or_insert_with(|| {
+                    // The `not` reads the node that stores `x`.
+                    readers[plain.index()] = readers[plain.index()].saturating_add(1);
+                    add(slots, readers, Slot::Not(x as u32))
+                })
+            } else {
+                plain
+            }
+        };
+        readers[id.index()] = readers[id.index()].saturating_add(1);
+        id
     };
     for (m, node) in arena.nodes.iter().enumerate() {
         if refs[m] == 0 || m == 0 {
@@ -774,15 +816,33 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         }
         if let SNode::And(r) = node {
             for &l in &arena.ops[r.start as usize..r.end as usize] {
-                read(&mut slots, &stored, &mut not, &mut constants, l, flip[m]);
+                read(
+                    &mut slots,
+                    &mut readers,
+                    &stored,
+                    &mut not,
+                    &mut constants,
+                    l,
+                    flip[m],
+                );
             }
         }
-        stored[m] = Some(add(&mut slots, Slot::Signed(m as u32)));
+        stored[m] = Some(add(&mut slots, &mut readers, Slot::Signed(m as u32)));
     }
     let out: Vec<NodeId> = outputs
         .outputs
         .iter()
-        .map(|&l| read(&mut slots, &stored, &mut not, &mut constants, l, false))
+        .map(|&l| {
+            read(
+                &mut slots,
+                &mut readers,
+                &stored,
+                &mut not,
+                &mut constants,
+                l,
+                false,
+            )
+        })
         .collect();
     // Every operand's `not` is numbered now, so an operand reads the same node as in the
     // first sweep.
@@ -819,19 +879,52 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
             }
         },
     };
-    let nodes: Vec<Node> = if slots.len() < EMIT_SPLIT {
+    let nodes: Vec<Node> = if slots.len() < split.from {
         slots.iter().map(make).collect()
     } else {
-        let (first, second) = slots.split_at(slots.len() / 2);
+        let chunk = split.chunk.max(1);
+        let left = std::sync::Mutex::new(0..slots.len().div_ceil(chunk));
+        // The next chunk not taken yet, from the back or from the front; `None` when none is
+        // left. A panic never happens while the lock is held, so a poisoned lock still holds
+        // a consistent range.
+        let take = |from_back: bool| {
+            let mut left = left.lock().unwrap_or_else(|e| e.into_inner());
+            let c = if from_back { left.next_back() } else { left.next() }?;
+            Some(&slots[c * chunk..((c + 1) * chunk).min(slots.len())])
+        };
         std::thread::scope(|s| {
-            let helper = s.spawn(|| second.iter().map(make).collect::<Vec<Node>>());
+            // The chunks the helper makes, the last first.
+            let helper = s.spawn(|| {
+                let mut made: Vec<Vec<Node>> = Vec::new();
+                while let Some(part) = take(true) {
+                    made.push(part.iter().map(make).collect());
+                }
+                made
+            });
             // Room for the factor pass of the next round, which writes its nodes after
-            // these in the same vector (`with_room`).
+            // these in the same vector (`with_room`). The chunks this thread takes are the
+            // first ones, in order, so it writes them in place.
             let mut nodes = Vec::with_capacity(with_room(slots.len()));
-            nodes.extend(first.iter().map(make));
             // A panic of the helper is a bug of this function; it is passed on as it is.
-            let second = helper.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            nodes.extend(second);
+            let join = |h: std::thread::ScopedJoinHandle<'_, Vec<Vec<Node>>>| {
+                h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+            };
+            let front = |nodes: &mut Vec<Node>| {
+                while let Some(part) = take(false) {
+                    nodes.extend(part.iter().map(make));
+                }
+            };
+            let made = if split.helper_alone {
+                let made = join(helper);
+                front(&mut nodes);
+                made
+            } else {
+                front(&mut nodes);
+                join(helper)
+            };
+            for part in made.into_iter().rev() {
+                nodes.extend(part);
+            }
             nodes
         })
     };
@@ -884,7 +977,7 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         });
         *id = node.unwrap_or(GONE_VIEW);
     }
-    Propnet {
+    let net = Propnet {
         roles,
         nodes,
         bases,
@@ -898,21 +991,35 @@ fn emit(arena: &Arena, refs: &[u32], outputs: &Outputs, flip: &[bool], old: Prop
         demand: Vec::new(),
         feedback,
         loops,
-    }
+    };
+    (net, readers)
 }
 
 /// Rewrites `net` in signed form (merging gates equal up to De Morgan's laws and flattening
 /// ands into the ands that read them) and back, each gate computed as itself or as its
-/// negation so that as few nodes as possible are read negated.
+/// negation so that as few nodes as possible are read negated. Returns the net with how many
+/// gates and outputs read each of its nodes (as the factor pass counts them, saturating).
 ///
 /// With `all_live`, every node of `net` is needed by an output (see [`to_signed`]).
-pub(super) fn signs(net: Propnet, all_live: bool) -> Propnet {
-    signs_with(net, all_live, false)
+pub(super) fn signs(net: Propnet, all_live: bool) -> (Propnet, Vec<u32>) {
+    signs_split(net, all_live, false, EMIT_SPLIT)
 }
 
-/// [`signs`], the rebuild hash-consing every and (`hash_all`) or only those flattening
-/// touches ([`rebuild`]); the nets are the same.
-pub(super) fn signs_with(mut net: Propnet, all_live: bool, hash_all: bool) -> Propnet {
+/// [`signs`] without the counts of readers, the rebuild hash-consing every and (`hash_all`)
+/// or only those flattening touches ([`rebuild`]); the nets are the same.
+#[cfg(test)]
+pub(super) fn signs_with(net: Propnet, all_live: bool, hash_all: bool) -> Propnet {
+    signs_split(net, all_live, hash_all, EMIT_SPLIT).0
+}
+
+/// [`signs`], the rebuild hash-consing every and or not (`hash_all`), the nodes of the result
+/// made on two threads as `split` says; the nets are the same.
+pub(super) fn signs_split(
+    mut net: Propnet,
+    all_live: bool,
+    hash_all: bool,
+    split: EmitSplit,
+) -> (Propnet, Vec<u32>) {
     let (mut arena, outputs) = to_signed(&net, all_live);
     free_aside(std::mem::take(&mut net.nodes));
     // The second sweep looks ands up in the first one's table, and if it must hash-cons them
@@ -921,5 +1028,5 @@ pub(super) fn signs_with(mut net: Propnet, all_live: bool, hash_all: bool) -> Pr
     let table = std::mem::replace(&mut arena.ands, Interner::with_capacity(0));
     let (arena, outputs) = rebuild(&arena, outputs, table, hash_all);
     let (refs, flip) = choose_signs(&arena, &outputs);
-    emit(&arena, &refs, &outputs, &flip, net)
+    emit(&arena, &refs, &outputs, &flip, net, split)
 }

@@ -648,6 +648,43 @@ fn polarity_hashing_only_the_touched_ands_is_hashing_them_all() {
     );
 }
 
+/// Polarity makes the nodes of the net it writes on two threads, in chunks that each takes
+/// from its end until none is left (`signed::emit`); the net must be the one that one thread
+/// makes, node for node, whichever thread made which chunk and whatever their size. Each net
+/// is written with the chunks left to this thread's speed (often all made here) and with the
+/// other thread making them all, so that its chunks are joined in order.
+#[test]
+fn polarity_on_two_threads_writes_what_one_thread_writes() {
+    let mut rng = propjet_runtime::Rng::new(43);
+    let one = signed::EmitSplit {
+        from: usize::MAX,
+        chunk: 1,
+        helper_alone: false,
+    };
+    let mut several = 0;
+    for round in 0..400 {
+        let net = passes::run(random_net(&mut rng, 3, 2, 4 + round % 60), Pass::DeadNodes);
+        let alone = signed::signs_split(net.clone(), true, false, one).0;
+        for chunk in [1, 2, 5, 64] {
+            for helper_alone in [false, true] {
+                let split = signed::EmitSplit {
+                    from: 0,
+                    chunk,
+                    helper_alone,
+                };
+                let two = signed::signs_split(net.clone(), true, false, split).0;
+                assert!(
+                    shape(&two) == shape(&alone),
+                    "round {round}, {split:?}: two threads wrote another net"
+                );
+            }
+        }
+        several += usize::from(alone.nodes.len() > 5);
+    }
+    // Most nets had several chunks of the smallest sizes to join.
+    assert!(several > 300, "{several} nets of more than 5 nodes");
+}
+
 #[test]
 fn polarity_leaves_nothing_for_the_passes_the_pipeline_skips_after_it() {
     let mut rng = propjet_runtime::Rng::new(11);
