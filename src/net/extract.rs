@@ -18,6 +18,12 @@
 //! left is a new gate (or, when its operands are all of some gate's, that gate itself), written
 //! just before its first reader. It is linear in the operands, up to the hash tables.
 //!
+//! The ands are too narrow for chunks (most have two to four operands), but many share pairs:
+//! the same piece on one square and the same empty square are asked by many moves. After the
+//! chunking levels, every pair of operands of every and of up to [`PAIR_MAX_LEN`] operands is
+//! counted, and each and takes disjoint pairs that enough ands share, the most shared first,
+//! each a symbol like a chunk's (Re-Pair's replacement of frequent pairs, one round of it).
+//!
 //! Each gate keeps its function: a gate is the same and (or) of the same operands, some of
 //! which are now read through an and (or) of a part of them.
 
@@ -44,13 +50,22 @@ const CUT: u64 = 4;
 /// keeps 17,000 gates fewer for 40,000 operands more.
 const GATE_COST: usize = 2;
 
+/// A pair of symbols becomes a gate of its own only if this many lists choose it (a gate of
+/// two operands read by `r` gates saves `r - 1` operands: `(r - 1) * 1 > GATE_COST`).
+const PAIR_MIN: usize = GATE_COST + 2;
+
+/// Ands of more operands take no part in the pairs: an and of `l` operands has `l(l - 1) / 2`
+/// pairs, and on chess all but four ands have eight or fewer.
+const PAIR_MAX_LEN: usize = 8;
+
 /// The pass goes on only if the first level takes away one in `MIN_SAVED` of the operands.
 const MIN_SAVED: usize = 4;
 
 const NONE: u32 = u32::MAX;
 
-/// The net with the shared chunks of its wide gates extracted, and whether it changed. A net
-/// under `min_nodes` nodes ([`MIN_NODES`] in the pipeline) is returned as it is.
+/// The net with the shared chunks of its wide ors and the shared pairs of its ands extracted,
+/// and whether it changed. A net under `min_nodes` nodes ([`MIN_NODES`] in the pipeline) is
+/// returned as it is.
 pub(super) fn extract(net: Propnet, min_nodes: usize) -> (Propnet, bool) {
     if net.nodes.len() < min_nodes {
         return (net, false);
@@ -75,28 +90,54 @@ pub(super) fn extract(net: Propnet, min_nodes: usize) -> (Propnet, bool) {
         return (net, false);
     }
     let mut made = Made::default();
-    // Which candidate gate, if any, each node is.
-    let mut candidate = vec![NONE; n];
-    for (c, &g) in lists.gates.iter().enumerate() {
-        candidate[g as usize] = c as u32;
-    }
+    let wide_syms = |lists: &Lists| -> usize {
+        (0..lists.gates.len())
+            .filter(|&c| lists.wide[c])
+            .map(|c| lists.list(c).len())
+            .sum()
+    };
     for level in 0..LEVELS {
-        let before = lists.syms.len();
+        let before = if level == 0 { wide_syms(&lists) } else { 0 };
         if !chunk_level(&mut lists, &mut made, n as u32, level) {
             break;
         }
         // Where the first level takes away few operands, the others take fewer still, and the
         // pass would cost more than it saves (alexChess: 1 % of its wide ors' operands).
-        if level == 0 && (before - lists.syms.len()) * MIN_SAVED < before {
+        if level == 0 && (before - wide_syms(&lists)) * MIN_SAVED < before {
             return (net, false);
         }
     }
+    and_pairs(&mut lists, &mut made, n as u32);
     if made.kinds.is_empty() && !lists.aliased {
         return (net, false);
     }
-    let inlined = choose_inlined(&lists, &made, n as u32);
-    let net = emit(net, &lists, &made, &inlined, &candidate);
+    let net = finish(net, &lists, &made);
     (net, true)
+}
+
+/// The net with the lists' symbols that pay written as gates, and the candidates over their
+/// lists.
+fn finish(net: Propnet, lists: &Lists, made: &Made) -> Propnet {
+    let n = net.nodes.len();
+    // Which candidate gate, if any, each node is.
+    let mut candidate = vec![NONE; n];
+    for (c, &g) in lists.gates.iter().enumerate() {
+        candidate[g as usize] = c as u32;
+    }
+    let inlined = choose_inlined(lists, made, n as u32);
+    emit(net, lists, made, &inlined, &candidate)
+}
+
+/// The net with only the ands' shared pairs extracted, whatever its size and its ors, and
+/// whether it changed: the tests check that step alone.
+#[cfg(test)]
+pub(super) fn and_pairs_only(net: Propnet) -> (Propnet, bool) {
+    let mut lists = Lists::of(&net);
+    let mut made = Made::default();
+    if !and_pairs(&mut lists, &mut made, net.nodes.len() as u32) {
+        return (net, false);
+    }
+    (finish(net, &lists, &made), true)
 }
 
 /// The candidate gates and their current lists of symbols, all in one vector. A symbol below
@@ -106,6 +147,9 @@ struct Lists {
     gates: Vec<u32>,
     /// Whether each is an or.
     is_or: Vec<bool>,
+    /// Whether each is a wide or, which the chunking levels take; the others (ands, and ors
+    /// of fewer than [`MIN_FANIN`] operands) only take part in the pair levels.
+    wide: Vec<bool>,
     /// Candidate `c`'s list is `syms[starts[c]..starts[c + 1]]`.
     starts: Vec<u32>,
     syms: Vec<u32>,
@@ -118,22 +162,26 @@ impl Lists {
         let mut lists = Lists {
             gates: Vec::new(),
             is_or: Vec::new(),
+            wide: Vec::new(),
             starts: vec![0],
             syms: Vec::new(),
             aliased: false,
         };
         for (i, node) in net.nodes.iter().enumerate() {
-            // Only ors: on chess the ands' shared runs saved 27,000 operands more for 8,000
-            // gates more, and took a third of the pass's time.
+            // Only ors are chunked: on chess the ands' shared runs saved 27,000 operands more
+            // for 8,000 gates more, and took a third of the pass's time. Ands, most of two to
+            // four operands, share pairs instead.
             let (ops, or) = match node {
                 Node::Or(ops) => (ops, true),
+                Node::And(ops) => (ops, false),
                 _ => continue,
             };
-            if ops.len() < MIN_FANIN {
+            if ops.len() < 2 {
                 continue;
             }
             lists.gates.push(i as u32);
             lists.is_or.push(or);
+            lists.wide.push(or && ops.len() >= MIN_FANIN);
             // The passes leave operands sorted and distinct; chunking needs them in one order
             // in every gate.
             let at = lists.syms.len();
@@ -214,7 +262,11 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
     // For each chunk of two or more symbols met, in order, the index of its `Chunk`, or `NONE`
     // when another chunk had the same hash.
     let mut met: Vec<u32> = Vec::new();
-    let mut table = Interner::with_capacity(lists.syms.len() / (2 * CUT as usize));
+    let wide: usize = (0..lists.gates.len())
+        .filter(|&c| lists.wide[c])
+        .map(|c| lists.list(c).len())
+        .sum();
+    let mut table = Interner::with_capacity(wide / (2 * CUT as usize));
     let mut hashes: Vec<u64> = Vec::new();
     // The chunks of a batch of gates (gate, start, end in `lists.syms`, hash): their slots of
     // the table are loaded together before they are looked up, so that the waits for memory
@@ -227,6 +279,10 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
         batch.clear();
         batch_hashes.clear();
         while c < gates && batch.len() < 32 {
+            if !lists.wide[c] {
+                c += 1;
+                continue;
+            }
             let base = lists.starts[c] as usize;
             let list = lists.list(c);
             let or = lists.is_or[c];
@@ -319,6 +375,11 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
     for c in 0..lists.gates.len() {
         let list = lists.list(c);
         let gate = lists.gates[c];
+        if !lists.wide[c] {
+            syms.extend_from_slice(list);
+            starts.push(syms.len() as u32);
+            continue;
+        }
         for_each_chunk(list, ends, |from, to| {
             let chunk = &list[from..to];
             if chunk.len() < 2 {
@@ -337,6 +398,226 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
     lists.syms = syms;
     lists.starts = starts;
     lists.aliased |= aliased;
+    true
+}
+
+/// The ands' shared pairs: counts the pairs of operands of every and of two to
+/// [`PAIR_MAX_LEN`] operands, and in each and of three or more replaces disjoint pairs that
+/// [`PAIR_MIN`] or more ands share, the most shared first, by the pair's symbol: a new and of
+/// the two, or the and whose whole list the pair is. Whether any was replaced.
+///
+/// The ands are narrow (on chess 187,000 of three operands, 47,000 of four, 118,000 of two),
+/// too narrow for chunks, but a move's conditions recur: the same piece on the same square
+/// and the same empty square are asked together by many moves.
+fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
+    let gates = lists.gates.len();
+    let len = |lists: &Lists, c: usize| (lists.starts[c + 1] - lists.starts[c]) as usize;
+    let takes = |lists: &Lists, c: usize| !lists.is_or[c] && (2..=PAIR_MAX_LEN).contains(&len(lists, c));
+    // Where each list's pairs start in `met`, the pairs being met list by list, `(i, j)` with
+    // `i < j` in order.
+    let mut first_met = Vec::with_capacity(gates + 1);
+    let mut total = 0u32;
+    for c in 0..gates {
+        first_met.push(total);
+        if takes(lists, c) {
+            let l = len(lists, c) as u32;
+            total += l * (l - 1) / 2;
+        }
+    }
+    first_met.push(total);
+    if total == 0 {
+        return false;
+    }
+    let hash_pair = |a: u32, b: u32| mix(0x9a17 ^ (u64::from(a) << 32 | u64::from(b)));
+    // The pairs met, how many ands have each, and the and whose whole list each is.
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let mut count: Vec<u32> = Vec::new();
+    let mut whole: Vec<u32> = Vec::new();
+    let mut hashes: Vec<u64> = Vec::new();
+    let mut met: Vec<u32> = Vec::with_capacity(total as usize);
+    // Most pairs are met once or twice (chess: 1.06 million met, 417,000 distinct).
+    let mut table = Interner::with_capacity(total as usize / 2);
+    let mut batch: Vec<(u32, u32, u64)> = Vec::new();
+    let mut batch_hashes: Vec<u64> = Vec::new();
+    let mut c = 0;
+    while c < gates {
+        batch.clear();
+        batch_hashes.clear();
+        while c < gates && batch.len() < 64 {
+            if takes(lists, c) {
+                let list = lists.list(c);
+                for i in 0..list.len() {
+                    for j in i + 1..list.len() {
+                        let (a, b) = (list[i].min(list[j]), list[i].max(list[j]));
+                        let h = hash_pair(a, b);
+                        batch.push((a, b, h));
+                        batch_hashes.push(h);
+                    }
+                }
+            }
+            c += 1;
+        }
+        table.touch(&batch_hashes);
+        for &(a, b, h) in &batch {
+            let next = pairs.len() as u32;
+            let found =
+                table.find_or_insert(h, next, |k| pairs[k as usize] == (a, b), |k| hashes[k as usize]);
+            match found {
+                Some(k) => {
+                    count[k as usize] += 1;
+                    met.push(k);
+                }
+                None => {
+                    pairs.push((a, b));
+                    count.push(1);
+                    whole.push(NONE);
+                    hashes.push(h);
+                    met.push(next);
+                }
+            }
+        }
+    }
+    drop(table);
+    drop(hashes);
+    // The whole lists, in list order, so that the first and with a pair as its whole list is
+    // that pair's gate (the passes leave no two ands alike, so there is at most one).
+    for c in 0..gates {
+        if takes(lists, c) && len(lists, c) == 2 {
+            let k = met[first_met[c] as usize] as usize;
+            if whole[k] == NONE {
+                whole[k] = c as u32;
+            }
+        }
+    }
+    // Each list's choice: disjoint pairs, the most shared first, among those that could pay
+    // for their gate (or are a gate already).
+    let mut banned = vec![false; pairs.len()];
+    let mut chosen: Vec<(u32, u32, u32, u32)> = Vec::new();
+    let mut cand: Vec<(u32, u32, u32, u32)> = Vec::new();
+    let mut taken: Vec<bool> = Vec::new();
+    let choose = |c: usize,
+                  banned: &[bool],
+                  chosen: &mut Vec<(u32, u32, u32, u32)>,
+                  cand: &mut Vec<(u32, u32, u32, u32)>,
+                  taken: &mut Vec<bool>| {
+        let list = lists.list(c);
+        let met = &met[first_met[c] as usize..first_met[c + 1] as usize];
+        cand.clear();
+        let mut m = 0;
+        for i in 0..list.len() {
+            for j in i + 1..list.len() {
+                let k = met[m] as usize;
+                m += 1;
+                if !banned[k] && (whole[k] != NONE || count[k] as usize >= PAIR_MIN) {
+                    cand.push((count[k], k as u32, i as u32, j as u32));
+                }
+            }
+        }
+        if cand.is_empty() {
+            return;
+        }
+        cand.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        taken.clear();
+        taken.resize(list.len(), false);
+        for &(_, k, i, j) in cand.iter() {
+            if !taken[i as usize] && !taken[j as usize] {
+                taken[i as usize] = true;
+                taken[j as usize] = true;
+                chosen.push((c as u32, k, i, j));
+            }
+        }
+    };
+    for c in 0..gates {
+        if takes(lists, c) && len(lists, c) >= 3 {
+            choose(c, &banned, &mut chosen, &mut cand, &mut taken);
+        }
+    }
+    // A pair that fewer ands chose than would pay for its gate is left out, and the ands that
+    // chose it choose again without it.
+    let mut uses = vec![0u32; pairs.len()];
+    for &(_, k, _, _) in &chosen {
+        uses[k as usize] += 1;
+    }
+    let mut again = false;
+    for k in 0..pairs.len() {
+        if uses[k] > 0 && whole[k] == NONE && (uses[k] as usize) < PAIR_MIN {
+            banned[k] = true;
+            again = true;
+        }
+    }
+    if again {
+        let old = std::mem::take(&mut chosen);
+        let mut at = 0;
+        while at < old.len() {
+            let c = old[at].0 as usize;
+            let mut end = at;
+            while end < old.len() && old[end].0 as usize == c {
+                end += 1;
+            }
+            if old[at..end].iter().any(|&(_, k, _, _)| banned[k as usize]) {
+                choose(c, &banned, &mut chosen, &mut cand, &mut taken);
+            } else {
+                chosen.extend_from_slice(&old[at..end]);
+            }
+            at = end;
+        }
+        uses.fill(0);
+        for &(_, k, _, _) in &chosen {
+            uses[k as usize] += 1;
+        }
+    }
+    // The symbol of each pair chosen by two or more ands, or chosen and some and's whole list,
+    // in the order the pairs were first met.
+    let mut sym_of = vec![NONE; pairs.len()];
+    let mut any = false;
+    for k in 0..pairs.len() {
+        if whole[k] != NONE && uses[k] >= 1 {
+            sym_of[k] = lists.gates[whole[k] as usize];
+            lists.aliased = true;
+            any = true;
+        } else if uses[k] >= 2 {
+            if made.starts.is_empty() {
+                made.starts.push(0);
+            }
+            made.kinds.push(false);
+            made.syms.push(pairs[k].0);
+            made.syms.push(pairs[k].1);
+            made.starts.push(made.syms.len() as u32);
+            sym_of[k] = n + made.kinds.len() as u32 - 1;
+            any = true;
+        }
+    }
+    if !any {
+        return false;
+    }
+    // The lists again, each chosen pair that has a symbol replaced by it.
+    let mut syms = Vec::with_capacity(lists.syms.len());
+    let mut starts = Vec::with_capacity(lists.starts.len());
+    starts.push(0u32);
+    let mut at = 0;
+    for c in 0..gates {
+        let list = lists.list(c);
+        taken.clear();
+        taken.resize(list.len(), false);
+        while at < chosen.len() && chosen[at].0 as usize == c {
+            let (_, k, i, j) = chosen[at];
+            at += 1;
+            let sym = sym_of[k as usize];
+            if sym != NONE {
+                taken[i as usize] = true;
+                taken[j as usize] = true;
+                syms.push(sym);
+            }
+        }
+        for (i, &s) in list.iter().enumerate() {
+            if !taken[i] {
+                syms.push(s);
+            }
+        }
+        starts.push(syms.len() as u32);
+    }
+    lists.syms = syms;
+    lists.starts = starts;
     true
 }
 
