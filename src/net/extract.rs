@@ -429,11 +429,8 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
         return false;
     }
     let hash_pair = |a: u32, b: u32| mix(0x9a17 ^ (u64::from(a) << 32 | u64::from(b)));
-    // The pairs met, how many ands have each, and the and whose whole list each is.
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    let mut count: Vec<u32> = Vec::new();
-    let mut whole: Vec<u32> = Vec::new();
-    let mut hashes: Vec<u64> = Vec::new();
+    // The pairs met and how many ands have each, side by side so that a hit reads one place.
+    let mut pairs: Vec<[u32; 3]> = Vec::new();
     let mut met: Vec<u32> = Vec::with_capacity(total as usize);
     // Most pairs are met once or twice (chess: 1.06 million met, 417,000 distinct).
     let mut table = Interner::with_capacity(total as usize / 2);
@@ -460,25 +457,31 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
         table.touch(&batch_hashes);
         for &(a, b, h) in &batch {
             let next = pairs.len() as u32;
-            let found =
-                table.find_or_insert(h, next, |k| pairs[k as usize] == (a, b), |k| hashes[k as usize]);
+            let found = table.find_or_insert(
+                h,
+                next,
+                |k| {
+                    let p = &pairs[k as usize];
+                    p[0] == a && p[1] == b
+                },
+                |k| hash_pair(pairs[k as usize][0], pairs[k as usize][1]),
+            );
             match found {
                 Some(k) => {
-                    count[k as usize] += 1;
+                    pairs[k as usize][2] += 1;
                     met.push(k);
                 }
                 None => {
-                    pairs.push((a, b));
-                    count.push(1);
-                    whole.push(NONE);
-                    hashes.push(h);
+                    pairs.push([a, b, 1]);
                     met.push(next);
                 }
             }
         }
     }
     drop(table);
-    drop(hashes);
+    let count = |k: usize| pairs[k][2];
+    // The and whose whole list each pair is, if any.
+    let mut whole = vec![NONE; pairs.len()];
     // The whole lists, in list order, so that the first and with a pair as its whole list is
     // that pair's gate (the passes leave no two ands alike, so there is at most one).
     for c in 0..gates {
@@ -508,15 +511,21 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
             for j in i + 1..list.len() {
                 let k = met[m] as usize;
                 m += 1;
-                if !banned[k] && (whole[k] != NONE || count[k] as usize >= PAIR_MIN) {
-                    cand.push((count[k], k as u32, i as u32, j as u32));
+                if !banned[k] && (whole[k] != NONE || count(k) as usize >= PAIR_MIN) {
+                    cand.push((count(k), k as u32, i as u32, j as u32));
                 }
             }
         }
-        if cand.is_empty() {
+        let most_shared =
+            |x: &(u32, u32, u32, u32), y: &(u32, u32, u32, u32)| y.0.cmp(&x.0).then(x.1.cmp(&y.1));
+        if list.len() == 3 {
+            // Any two pairs of three operands overlap: the most shared is the one taken.
+            if let Some(&(_, k, i, j)) = cand.iter().min_by(|x, y| most_shared(x, y)) {
+                chosen.push((c as u32, k, i, j));
+            }
             return;
         }
-        cand.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        cand.sort_unstable_by(most_shared);
         taken.clear();
         taken.resize(list.len(), false);
         for &(_, k, i, j) in cand.iter() {
@@ -580,8 +589,8 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
                 made.starts.push(0);
             }
             made.kinds.push(false);
-            made.syms.push(pairs[k].0);
-            made.syms.push(pairs[k].1);
+            made.syms.push(pairs[k][0]);
+            made.syms.push(pairs[k][1]);
             made.starts.push(made.syms.len() as u32);
             sym_of[k] = n + made.kinds.len() as u32 - 1;
             any = true;
