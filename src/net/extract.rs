@@ -119,10 +119,14 @@ pub(super) fn extract(net: Propnet, min_nodes: usize) -> (Propnet, bool) {
 /// lists.
 fn finish(net: Propnet, lists: &Lists, made: &Made) -> Propnet {
     let n = net.nodes.len();
-    // Which candidate gate, if any, each node is.
+    // Which candidate gate, if any, each node is, among those whose lists changed: a list
+    // that took a symbol is shorter than the gate's operands, and the others are written as
+    // the nodes they are, in their own vectors (on chess 165,000 of the 475,000 candidates).
     let mut candidate = vec![NONE; n];
     for (c, &g) in lists.gates.iter().enumerate() {
-        candidate[g as usize] = c as u32;
+        if lists.list(c).len() != net.nodes[g as usize].operands().len() {
+            candidate[g as usize] = c as u32;
+        }
     }
     let inlined = choose_inlined(lists, made, n as u32);
     emit(net, lists, made, &inlined, &candidate)
