@@ -90,24 +90,18 @@ pub(super) fn extract(net: Propnet, min_nodes: usize) -> (Propnet, bool) {
         return (net, false);
     }
     let mut made = Made::default();
-    let wide_syms = |lists: &Lists| -> usize {
-        (0..lists.gates.len())
-            .filter(|&c| lists.wide[c])
-            .map(|c| lists.list(c).len())
-            .sum()
-    };
     for level in 0..LEVELS {
-        let before = if level == 0 { wide_syms(&lists) } else { 0 };
+        let before = lists.syms.len();
         if !chunk_level(&mut lists, &mut made, n as u32, level) {
             break;
         }
         // Where the first level takes away few operands, the others take fewer still, and the
         // pass would cost more than it saves (alexChess: 1 % of its wide ors' operands).
-        if level == 0 && (before - wide_syms(&lists)) * MIN_SAVED < before {
+        if level == 0 && (before - lists.syms.len()) * MIN_SAVED < before {
             return (net, false);
         }
     }
-    and_pairs(&mut lists, &mut made, n as u32);
+    and_pairs(&net, &mut lists, &mut made);
     if made.kinds.is_empty() && !lists.aliased {
         return (net, false);
     }
@@ -136,9 +130,15 @@ fn finish(net: Propnet, lists: &Lists, made: &Made) -> Propnet {
 /// whether it changed: the tests check that step alone.
 #[cfg(test)]
 pub(super) fn and_pairs_only(net: Propnet) -> (Propnet, bool) {
-    let mut lists = Lists::of(&net);
+    let mut lists = Lists {
+        gates: Vec::new(),
+        is_or: Vec::new(),
+        starts: vec![0],
+        syms: Vec::new(),
+        aliased: false,
+    };
     let mut made = Made::default();
-    if !and_pairs(&mut lists, &mut made, net.nodes.len() as u32) {
+    if !and_pairs(&net, &mut lists, &mut made) {
         return (net, false);
     }
     (finish(net, &lists, &made), true)
@@ -147,13 +147,11 @@ pub(super) fn and_pairs_only(net: Propnet) -> (Propnet, bool) {
 /// The candidate gates and their current lists of symbols, all in one vector. A symbol below
 /// the net's node count is a node; one above is `n + i` for made symbol `i`.
 struct Lists {
-    /// The node of each candidate gate, in arena order.
+    /// The node of each candidate gate: the ors in arena order, then the ands that took a
+    /// pair ([`and_pairs`]) in arena order.
     gates: Vec<u32>,
     /// Whether each is an or.
     is_or: Vec<bool>,
-    /// Whether each is a wide or, which the chunking levels take; the others (ands, and ors
-    /// of fewer than [`MIN_FANIN`] operands) only take part in the pair levels.
-    wide: Vec<bool>,
     /// Candidate `c`'s list is `syms[starts[c]..starts[c + 1]]`.
     starts: Vec<u32>,
     syms: Vec<u32>,
@@ -166,7 +164,6 @@ impl Lists {
         let mut lists = Lists {
             gates: Vec::new(),
             is_or: Vec::new(),
-            wide: Vec::new(),
             starts: vec![0],
             syms: Vec::new(),
             aliased: false,
@@ -174,18 +171,17 @@ impl Lists {
         for (i, node) in net.nodes.iter().enumerate() {
             // Only ors are chunked: on chess the ands' shared runs saved 27,000 operands more
             // for 8,000 gates more, and took a third of the pass's time. Ands, most of two to
-            // four operands, share pairs instead.
+            // four operands, share pairs instead ([`and_pairs`]), and join the lists after the
+            // chunking if they take one.
             let (ops, or) = match node {
                 Node::Or(ops) => (ops, true),
-                Node::And(ops) => (ops, false),
                 _ => continue,
             };
-            if ops.len() < 2 {
+            if ops.len() < MIN_FANIN {
                 continue;
             }
             lists.gates.push(i as u32);
             lists.is_or.push(or);
-            lists.wide.push(or && ops.len() >= MIN_FANIN);
             // The passes leave operands sorted and distinct; chunking needs them in one order
             // in every gate.
             let at = lists.syms.len();
@@ -266,11 +262,7 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
     // For each chunk of two or more symbols met, in order, the index of its `Chunk`, or `NONE`
     // when another chunk had the same hash.
     let mut met: Vec<u32> = Vec::new();
-    let wide: usize = (0..lists.gates.len())
-        .filter(|&c| lists.wide[c])
-        .map(|c| lists.list(c).len())
-        .sum();
-    let mut table = Interner::with_capacity(wide / (2 * CUT as usize));
+    let mut table = Interner::with_capacity(lists.syms.len() / (2 * CUT as usize));
     let mut hashes: Vec<u64> = Vec::new();
     // The chunks of a batch of gates (gate, start, end in `lists.syms`, hash): their slots of
     // the table are loaded together before they are looked up, so that the waits for memory
@@ -283,10 +275,6 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
         batch.clear();
         batch_hashes.clear();
         while c < gates && batch.len() < 32 {
-            if !lists.wide[c] {
-                c += 1;
-                continue;
-            }
             let base = lists.starts[c] as usize;
             let list = lists.list(c);
             let or = lists.is_or[c];
@@ -379,11 +367,6 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
     for c in 0..lists.gates.len() {
         let list = lists.list(c);
         let gate = lists.gates[c];
-        if !lists.wide[c] {
-            syms.extend_from_slice(list);
-            starts.push(syms.len() as u32);
-            continue;
-        }
         for_each_chunk(list, ends, |from, to| {
             let chunk = &list[from..to];
             if chunk.len() < 2 {
@@ -408,30 +391,36 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
 /// The ands' shared pairs: counts the pairs of operands of every and of two to
 /// [`PAIR_MAX_LEN`] operands, and in each and of three or more replaces disjoint pairs that
 /// [`PAIR_MIN`] or more ands share, the most shared first, by the pair's symbol: a new and of
-/// the two, or the and whose whole list the pair is. Whether any was replaced.
+/// the two, or the and whose whole list the pair is. Each and that takes a pair joins `lists`
+/// (after the ors, in arena order). Whether any did.
 ///
 /// The ands are narrow (on chess 187,000 of three operands, 47,000 of four, 118,000 of two),
 /// too narrow for chunks, but a move's conditions recur: the same piece on the same square
-/// and the same empty square are asked together by many moves.
-fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
-    let gates = lists.gates.len();
-    let len = |lists: &Lists, c: usize| (lists.starts[c + 1] - lists.starts[c]) as usize;
-    let takes = |lists: &Lists, c: usize| !lists.is_or[c] && (2..=PAIR_MAX_LEN).contains(&len(lists, c));
-    // Where each list's pairs start in `met`, the pairs being met list by list, `(i, j)` with
-    // `i < j` in order.
-    let mut first_met = Vec::with_capacity(gates + 1);
+/// and the same empty square are asked together by many moves. The ands' operands are read
+/// where they are, in the net: copied into the lists, all of them would cost a copy and a
+/// rewrite of a million operands for the tenth that change.
+fn and_pairs(net: &Propnet, lists: &mut Lists, made: &mut Made) -> bool {
+    let n = net.nodes.len() as u32;
+    // The ands taken, and where each one's pairs start in `met`, the pairs being met and by
+    // and, `(i, j)` with `i < j` in order.
+    let mut ands: Vec<u32> = Vec::new();
+    let mut first_met: Vec<u32> = Vec::new();
     let mut total = 0u32;
-    for c in 0..gates {
-        first_met.push(total);
-        if takes(lists, c) {
-            let l = len(lists, c) as u32;
-            total += l * (l - 1) / 2;
+    for (g, node) in net.nodes.iter().enumerate() {
+        if let Node::And(ops) = node {
+            if (2..=PAIR_MAX_LEN).contains(&ops.len()) {
+                ands.push(g as u32);
+                first_met.push(total);
+                let l = ops.len() as u32;
+                total += l * (l - 1) / 2;
+            }
         }
     }
     first_met.push(total);
     if total == 0 {
         return false;
     }
+    let ops_of = |a: usize| net.nodes[ands[a] as usize].operands();
     let hash_pair = |a: u32, b: u32| mix(0x9a17 ^ (u64::from(a) << 32 | u64::from(b)));
     // The pairs met and how many ands have each, side by side so that a hit reads one place.
     let mut pairs: Vec<[u32; 3]> = Vec::new();
@@ -440,33 +429,31 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
     let mut table = Interner::with_capacity(total as usize / 2);
     let mut batch: Vec<(u32, u32, u64)> = Vec::new();
     let mut batch_hashes: Vec<u64> = Vec::new();
-    let mut c = 0;
-    while c < gates {
+    let mut a = 0;
+    while a < ands.len() {
         batch.clear();
         batch_hashes.clear();
-        while c < gates && batch.len() < 64 {
-            if takes(lists, c) {
-                let list = lists.list(c);
-                for i in 0..list.len() {
-                    for j in i + 1..list.len() {
-                        let (a, b) = (list[i].min(list[j]), list[i].max(list[j]));
-                        let h = hash_pair(a, b);
-                        batch.push((a, b, h));
-                        batch_hashes.push(h);
-                    }
+        while a < ands.len() && batch.len() < 64 {
+            // The passes leave operands sorted and distinct.
+            let ops = ops_of(a);
+            for i in 0..ops.len() {
+                for j in i + 1..ops.len() {
+                    let h = hash_pair(ops[i].0, ops[j].0);
+                    batch.push((ops[i].0, ops[j].0, h));
+                    batch_hashes.push(h);
                 }
             }
-            c += 1;
+            a += 1;
         }
         table.touch(&batch_hashes);
-        for &(a, b, h) in &batch {
+        for &(x, y, h) in &batch {
             let next = pairs.len() as u32;
             let found = table.find_or_insert(
                 h,
                 next,
                 |k| {
                     let p = &pairs[k as usize];
-                    p[0] == a && p[1] == b
+                    p[0] == x && p[1] == y
                 },
                 |k| hash_pair(pairs[k as usize][0], pairs[k as usize][1]),
             );
@@ -476,7 +463,7 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
                     met.push(k);
                 }
                 None => {
-                    pairs.push([a, b, 1]);
+                    pairs.push([x, y, 1]);
                     met.push(next);
                 }
             }
@@ -484,35 +471,30 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
     }
     drop(table);
     let count = |k: usize| pairs[k][2];
-    // The and whose whole list each pair is, if any.
+    // The and whose whole list each pair is, if any (the passes leave no two ands alike).
     let mut whole = vec![NONE; pairs.len()];
-    // The whole lists, in list order, so that the first and with a pair as its whole list is
-    // that pair's gate (the passes leave no two ands alike, so there is at most one).
-    for c in 0..gates {
-        if takes(lists, c) && len(lists, c) == 2 {
-            let k = met[first_met[c] as usize] as usize;
-            if whole[k] == NONE {
-                whole[k] = c as u32;
-            }
+    for (a, &g) in ands.iter().enumerate() {
+        if ops_of(a).len() == 2 {
+            whole[met[first_met[a] as usize] as usize] = g;
         }
     }
-    // Each list's choice: disjoint pairs, the most shared first, among those that could pay
-    // for their gate (or are a gate already).
+    // Each and's choice: disjoint pairs, the most shared first, among those that could pay
+    // for their gate (or are a gate already), as (and, pair, i, j).
     let mut banned = vec![false; pairs.len()];
     let mut chosen: Vec<(u32, u32, u32, u32)> = Vec::new();
     let mut cand: Vec<(u32, u32, u32, u32)> = Vec::new();
     let mut taken: Vec<bool> = Vec::new();
-    let choose = |c: usize,
+    let choose = |a: usize,
                   banned: &[bool],
                   chosen: &mut Vec<(u32, u32, u32, u32)>,
                   cand: &mut Vec<(u32, u32, u32, u32)>,
                   taken: &mut Vec<bool>| {
-        let list = lists.list(c);
-        let met = &met[first_met[c] as usize..first_met[c + 1] as usize];
+        let len = ops_of(a).len();
+        let met = &met[first_met[a] as usize..first_met[a + 1] as usize];
         cand.clear();
         let mut m = 0;
-        for i in 0..list.len() {
-            for j in i + 1..list.len() {
+        for i in 0..len {
+            for j in i + 1..len {
                 let k = met[m] as usize;
                 m += 1;
                 if !banned[k] && (whole[k] != NONE || count(k) as usize >= PAIR_MIN) {
@@ -522,27 +504,27 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
         }
         let most_shared =
             |x: &(u32, u32, u32, u32), y: &(u32, u32, u32, u32)| y.0.cmp(&x.0).then(x.1.cmp(&y.1));
-        if list.len() == 3 {
+        if len == 3 {
             // Any two pairs of three operands overlap: the most shared is the one taken.
             if let Some(&(_, k, i, j)) = cand.iter().min_by(|x, y| most_shared(x, y)) {
-                chosen.push((c as u32, k, i, j));
+                chosen.push((a as u32, k, i, j));
             }
             return;
         }
         cand.sort_unstable_by(most_shared);
         taken.clear();
-        taken.resize(list.len(), false);
+        taken.resize(len, false);
         for &(_, k, i, j) in cand.iter() {
             if !taken[i as usize] && !taken[j as usize] {
                 taken[i as usize] = true;
                 taken[j as usize] = true;
-                chosen.push((c as u32, k, i, j));
+                chosen.push((a as u32, k, i, j));
             }
         }
     };
-    for c in 0..gates {
-        if takes(lists, c) && len(lists, c) >= 3 {
-            choose(c, &banned, &mut chosen, &mut cand, &mut taken);
+    for a in 0..ands.len() {
+        if ops_of(a).len() >= 3 {
+            choose(a, &banned, &mut chosen, &mut cand, &mut taken);
         }
     }
     // A pair that fewer ands chose than would pay for its gate is left out, and the ands that
@@ -562,13 +544,13 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
         let old = std::mem::take(&mut chosen);
         let mut at = 0;
         while at < old.len() {
-            let c = old[at].0 as usize;
+            let a = old[at].0 as usize;
             let mut end = at;
-            while end < old.len() && old[end].0 as usize == c {
+            while end < old.len() && old[end].0 as usize == a {
                 end += 1;
             }
             if old[at..end].iter().any(|&(_, k, _, _)| banned[k as usize]) {
-                choose(c, &banned, &mut chosen, &mut cand, &mut taken);
+                choose(a, &banned, &mut chosen, &mut cand, &mut taken);
             } else {
                 chosen.extend_from_slice(&old[at..end]);
             }
@@ -582,12 +564,10 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
     // The symbol of each pair chosen by two or more ands, or chosen and some and's whole list,
     // in the order the pairs were first met.
     let mut sym_of = vec![NONE; pairs.len()];
-    let mut any = false;
     for k in 0..pairs.len() {
         if whole[k] != NONE && uses[k] >= 1 {
-            sym_of[k] = lists.gates[whole[k] as usize];
+            sym_of[k] = whole[k];
             lists.aliased = true;
-            any = true;
         } else if uses[k] >= 2 {
             if made.starts.is_empty() {
                 made.starts.push(0);
@@ -597,41 +577,39 @@ fn and_pairs(lists: &mut Lists, made: &mut Made, n: u32) -> bool {
             made.syms.push(pairs[k][1]);
             made.starts.push(made.syms.len() as u32);
             sym_of[k] = n + made.kinds.len() as u32 - 1;
-            any = true;
         }
     }
-    if !any {
-        return false;
-    }
-    // The lists again, each chosen pair that has a symbol replaced by it.
-    let mut syms = Vec::with_capacity(lists.syms.len());
-    let mut starts = Vec::with_capacity(lists.starts.len());
-    starts.push(0u32);
+    // Each and that took a symbol, as a list: its symbols, then the operands it reads alone.
+    let mut any = false;
     let mut at = 0;
-    for c in 0..gates {
-        let list = lists.list(c);
+    while at < chosen.len() {
+        let a = chosen[at].0 as usize;
+        let ops = ops_of(a);
         taken.clear();
-        taken.resize(list.len(), false);
-        while at < chosen.len() && chosen[at].0 as usize == c {
+        taken.resize(ops.len(), false);
+        let from = lists.syms.len();
+        while at < chosen.len() && chosen[at].0 as usize == a {
             let (_, k, i, j) = chosen[at];
             at += 1;
             let sym = sym_of[k as usize];
             if sym != NONE {
                 taken[i as usize] = true;
                 taken[j as usize] = true;
-                syms.push(sym);
+                lists.syms.push(sym);
             }
         }
-        for (i, &s) in list.iter().enumerate() {
-            if !taken[i] {
-                syms.push(s);
-            }
+        if lists.syms.len() == from {
+            continue;
         }
-        starts.push(syms.len() as u32);
+        lists
+            .syms
+            .extend(ops.iter().zip(&taken).filter(|&(_, &t)| !t).map(|(o, _)| o.0));
+        lists.gates.push(ands[a]);
+        lists.is_or.push(false);
+        lists.starts.push(lists.syms.len() as u32);
+        any = true;
     }
-    lists.syms = syms;
-    lists.starts = starts;
-    true
+    any
 }
 
 /// Which made symbols are written back into their readers: those read once, and those whose
