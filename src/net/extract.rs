@@ -18,6 +18,12 @@
 //! left is a new gate (or, when its operands are all of some gate's, that gate itself), written
 //! just before its first reader. It is linear in the operands, up to the hash tables.
 //!
+//! The ands are too narrow for chunks (most have two to four operands), but many share pairs:
+//! the same piece on one square and the same empty square are asked by many moves. After the
+//! chunking levels, every pair of operands of every and of up to [`PAIR_MAX_LEN`] operands is
+//! counted, and each and takes disjoint pairs that enough ands share, the most shared first,
+//! each a symbol like a chunk's (Re-Pair's replacement of frequent pairs, one round of it).
+//!
 //! Each gate keeps its function: a gate is the same and (or) of the same operands, some of
 //! which are now read through an and (or) of a part of them.
 
@@ -44,13 +50,22 @@ const CUT: u64 = 4;
 /// keeps 17,000 gates fewer for 40,000 operands more.
 const GATE_COST: usize = 2;
 
+/// A pair of symbols becomes a gate of its own only if this many lists choose it (a gate of
+/// two operands read by `r` gates saves `r - 1` operands: `(r - 1) * 1 > GATE_COST`).
+const PAIR_MIN: usize = GATE_COST + 2;
+
+/// Ands of more operands take no part in the pairs: an and of `l` operands has `l(l - 1) / 2`
+/// pairs, and on chess all but four ands have eight or fewer.
+const PAIR_MAX_LEN: usize = 8;
+
 /// The pass goes on only if the first level takes away one in `MIN_SAVED` of the operands.
 const MIN_SAVED: usize = 4;
 
 const NONE: u32 = u32::MAX;
 
-/// The net with the shared chunks of its wide gates extracted, and whether it changed. A net
-/// under `min_nodes` nodes ([`MIN_NODES`] in the pipeline) is returned as it is.
+/// The net with the shared chunks of its wide ors and the shared pairs of its ands extracted,
+/// and whether it changed. A net under `min_nodes` nodes ([`MIN_NODES`] in the pipeline) is
+/// returned as it is.
 pub(super) fn extract(net: Propnet, min_nodes: usize) -> (Propnet, bool) {
     if net.nodes.len() < min_nodes {
         return (net, false);
@@ -75,11 +90,6 @@ pub(super) fn extract(net: Propnet, min_nodes: usize) -> (Propnet, bool) {
         return (net, false);
     }
     let mut made = Made::default();
-    // Which candidate gate, if any, each node is.
-    let mut candidate = vec![NONE; n];
-    for (c, &g) in lists.gates.iter().enumerate() {
-        candidate[g as usize] = c as u32;
-    }
     for level in 0..LEVELS {
         let before = lists.syms.len();
         if !chunk_level(&mut lists, &mut made, n as u32, level) {
@@ -91,18 +101,55 @@ pub(super) fn extract(net: Propnet, min_nodes: usize) -> (Propnet, bool) {
             return (net, false);
         }
     }
+    and_pairs(&net, &mut lists, &mut made);
     if made.kinds.is_empty() && !lists.aliased {
         return (net, false);
     }
-    let inlined = choose_inlined(&lists, &made, n as u32);
-    let net = emit(net, &lists, &made, &inlined, &candidate);
+    let net = finish(net, &lists, &made);
     (net, true)
+}
+
+/// The net with the lists' symbols that pay written as gates, and the candidates over their
+/// lists.
+fn finish(net: Propnet, lists: &Lists, made: &Made) -> Propnet {
+    let n = net.nodes.len();
+    // Which candidate gate, if any, each node is, among those whose lists changed: a list
+    // that took a symbol is shorter than the gate's operands, and the others (on chess 32,000
+    // of the 342,000 candidates, wide ors that took no chunk) are written as the nodes they
+    // are, in their own vectors.
+    let mut candidate = vec![NONE; n];
+    for (c, &g) in lists.gates.iter().enumerate() {
+        if lists.list(c).len() != net.nodes[g as usize].operands().len() {
+            candidate[g as usize] = c as u32;
+        }
+    }
+    let inlined = choose_inlined(lists, made, n as u32);
+    emit(net, lists, made, &inlined, &candidate)
+}
+
+/// The net with only the ands' shared pairs extracted, whatever its size and its ors, and
+/// whether it changed: the tests check that step alone.
+#[cfg(test)]
+pub(super) fn and_pairs_only(net: Propnet) -> (Propnet, bool) {
+    let mut lists = Lists {
+        gates: Vec::new(),
+        is_or: Vec::new(),
+        starts: vec![0],
+        syms: Vec::new(),
+        aliased: false,
+    };
+    let mut made = Made::default();
+    if !and_pairs(&net, &mut lists, &mut made) {
+        return (net, false);
+    }
+    (finish(net, &lists, &made), true)
 }
 
 /// The candidate gates and their current lists of symbols, all in one vector. A symbol below
 /// the net's node count is a node; one above is `n + i` for made symbol `i`.
 struct Lists {
-    /// The node of each candidate gate, in arena order.
+    /// The node of each candidate gate: the ors in arena order, then the ands that took a
+    /// pair ([`and_pairs`]) in arena order.
     gates: Vec<u32>,
     /// Whether each is an or.
     is_or: Vec<bool>,
@@ -123,8 +170,10 @@ impl Lists {
             aliased: false,
         };
         for (i, node) in net.nodes.iter().enumerate() {
-            // Only ors: on chess the ands' shared runs saved 27,000 operands more for 8,000
-            // gates more, and took a third of the pass's time.
+            // Only ors are chunked: on chess the ands' shared runs saved 27,000 operands more
+            // for 8,000 gates more, and took a third of the pass's time. Ands, most of two to
+            // four operands, share pairs instead ([`and_pairs`]), and join the lists after the
+            // chunking if they take one.
             let (ops, or) = match node {
                 Node::Or(ops) => (ops, true),
                 _ => continue,
@@ -338,6 +387,230 @@ fn chunk_level(lists: &mut Lists, made: &mut Made, n: u32, level: u32) -> bool {
     lists.starts = starts;
     lists.aliased |= aliased;
     true
+}
+
+/// The ands' shared pairs: counts the pairs of operands of every and of two to
+/// [`PAIR_MAX_LEN`] operands, and in each and of three or more replaces disjoint pairs that
+/// [`PAIR_MIN`] or more ands share, the most shared first, by the pair's symbol: a new and of
+/// the two, or the and whose whole list the pair is. Each and that takes a pair joins `lists`
+/// (after the ors, in arena order). Whether any did.
+///
+/// The ands are narrow (on chess 187,000 of three operands, 47,000 of four, 118,000 of two),
+/// too narrow for chunks, but a move's conditions recur: the same piece on the same square
+/// and the same empty square are asked together by many moves. The ands' operands are read
+/// where they are, in the net, and only the ands that take a pair are copied into the lists
+/// (on chess 228,000 of the 360,000 ands).
+fn and_pairs(net: &Propnet, lists: &mut Lists, made: &mut Made) -> bool {
+    let n = net.nodes.len() as u32;
+    // The ands taken, and where each one's pairs start in `met`, the pairs being met and by
+    // and, `(i, j)` with `i < j` in order.
+    let mut ands: Vec<u32> = Vec::new();
+    let mut first_met: Vec<u32> = Vec::new();
+    let mut total = 0u32;
+    for (g, node) in net.nodes.iter().enumerate() {
+        if let Node::And(ops) = node {
+            if (2..=PAIR_MAX_LEN).contains(&ops.len()) {
+                ands.push(g as u32);
+                first_met.push(total);
+                let l = ops.len() as u32;
+                total += l * (l - 1) / 2;
+            }
+        }
+    }
+    first_met.push(total);
+    if total == 0 {
+        return false;
+    }
+    let ops_of = |a: usize| net.nodes[ands[a] as usize].operands();
+    let hash_pair = |a: u32, b: u32| mix(0x9a17 ^ (u64::from(a) << 32 | u64::from(b)));
+    // The pairs met and how many ands have each, side by side so that a hit reads one place.
+    let mut pairs: Vec<[u32; 3]> = Vec::new();
+    let mut met: Vec<u32> = Vec::with_capacity(total as usize);
+    // Most pairs are met once or twice (chess: 1.06 million met, 417,000 distinct).
+    let mut table = Interner::with_capacity(total as usize / 2);
+    let mut batch: Vec<(u32, u32, u64)> = Vec::new();
+    let mut batch_hashes: Vec<u64> = Vec::new();
+    let mut a = 0;
+    while a < ands.len() {
+        batch.clear();
+        batch_hashes.clear();
+        while a < ands.len() && batch.len() < 64 {
+            // The passes leave operands sorted and distinct.
+            let ops = ops_of(a);
+            for i in 0..ops.len() {
+                for j in i + 1..ops.len() {
+                    let h = hash_pair(ops[i].0, ops[j].0);
+                    batch.push((ops[i].0, ops[j].0, h));
+                    batch_hashes.push(h);
+                }
+            }
+            a += 1;
+        }
+        table.touch(&batch_hashes);
+        for &(x, y, h) in &batch {
+            let next = pairs.len() as u32;
+            let found = table.find_or_insert(
+                h,
+                next,
+                |k| {
+                    let p = &pairs[k as usize];
+                    p[0] == x && p[1] == y
+                },
+                |k| hash_pair(pairs[k as usize][0], pairs[k as usize][1]),
+            );
+            match found {
+                Some(k) => {
+                    pairs[k as usize][2] += 1;
+                    met.push(k);
+                }
+                None => {
+                    pairs.push([x, y, 1]);
+                    met.push(next);
+                }
+            }
+        }
+    }
+    drop(table);
+    let count = |k: usize| pairs[k][2];
+    // The and whose whole list each pair is, if any (the passes leave no two ands alike).
+    let mut whole = vec![NONE; pairs.len()];
+    for (a, &g) in ands.iter().enumerate() {
+        if ops_of(a).len() == 2 {
+            whole[met[first_met[a] as usize] as usize] = g;
+        }
+    }
+    // Each and's choice: disjoint pairs, the most shared first, among those that could pay
+    // for their gate (or are a gate already), as (and, pair, i, j).
+    let mut banned = vec![false; pairs.len()];
+    let mut chosen: Vec<(u32, u32, u32, u32)> = Vec::new();
+    let mut cand: Vec<(u32, u32, u32, u32)> = Vec::new();
+    let mut taken: Vec<bool> = Vec::new();
+    let choose = |a: usize,
+                  banned: &[bool],
+                  chosen: &mut Vec<(u32, u32, u32, u32)>,
+                  cand: &mut Vec<(u32, u32, u32, u32)>,
+                  taken: &mut Vec<bool>| {
+        let len = ops_of(a).len();
+        let met = &met[first_met[a] as usize..first_met[a + 1] as usize];
+        cand.clear();
+        let mut m = 0;
+        for i in 0..len {
+            for j in i + 1..len {
+                let k = met[m] as usize;
+                m += 1;
+                if !banned[k] && (whole[k] != NONE || count(k) as usize >= PAIR_MIN) {
+                    cand.push((count(k), k as u32, i as u32, j as u32));
+                }
+            }
+        }
+        let most_shared =
+            |x: &(u32, u32, u32, u32), y: &(u32, u32, u32, u32)| y.0.cmp(&x.0).then(x.1.cmp(&y.1));
+        if len == 3 {
+            // Any two pairs of three operands overlap: the most shared is the one taken.
+            if let Some(&(_, k, i, j)) = cand.iter().min_by(|x, y| most_shared(x, y)) {
+                chosen.push((a as u32, k, i, j));
+            }
+            return;
+        }
+        cand.sort_unstable_by(most_shared);
+        taken.clear();
+        taken.resize(len, false);
+        for &(_, k, i, j) in cand.iter() {
+            if !taken[i as usize] && !taken[j as usize] {
+                taken[i as usize] = true;
+                taken[j as usize] = true;
+                chosen.push((a as u32, k, i, j));
+            }
+        }
+    };
+    for a in 0..ands.len() {
+        if ops_of(a).len() >= 3 {
+            choose(a, &banned, &mut chosen, &mut cand, &mut taken);
+        }
+    }
+    // A pair that fewer ands chose than would pay for its gate is left out, and the ands that
+    // chose it choose again without it.
+    let mut uses = vec![0u32; pairs.len()];
+    for &(_, k, _, _) in &chosen {
+        uses[k as usize] += 1;
+    }
+    let mut again = false;
+    for k in 0..pairs.len() {
+        if uses[k] > 0 && whole[k] == NONE && (uses[k] as usize) < PAIR_MIN {
+            banned[k] = true;
+            again = true;
+        }
+    }
+    if again {
+        let old = std::mem::take(&mut chosen);
+        let mut at = 0;
+        while at < old.len() {
+            let a = old[at].0 as usize;
+            let mut end = at;
+            while end < old.len() && old[end].0 as usize == a {
+                end += 1;
+            }
+            if old[at..end].iter().any(|&(_, k, _, _)| banned[k as usize]) {
+                choose(a, &banned, &mut chosen, &mut cand, &mut taken);
+            } else {
+                chosen.extend_from_slice(&old[at..end]);
+            }
+            at = end;
+        }
+        uses.fill(0);
+        for &(_, k, _, _) in &chosen {
+            uses[k as usize] += 1;
+        }
+    }
+    // The symbol of each pair chosen by two or more ands, or chosen and some and's whole list,
+    // in the order the pairs were first met.
+    let mut sym_of = vec![NONE; pairs.len()];
+    for k in 0..pairs.len() {
+        if whole[k] != NONE && uses[k] >= 1 {
+            sym_of[k] = whole[k];
+            lists.aliased = true;
+        } else if uses[k] >= 2 {
+            if made.starts.is_empty() {
+                made.starts.push(0);
+            }
+            made.kinds.push(false);
+            made.syms.push(pairs[k][0]);
+            made.syms.push(pairs[k][1]);
+            made.starts.push(made.syms.len() as u32);
+            sym_of[k] = n + made.kinds.len() as u32 - 1;
+        }
+    }
+    // Each and that took a symbol, as a list: its symbols, then the operands it reads alone.
+    let mut any = false;
+    let mut at = 0;
+    while at < chosen.len() {
+        let a = chosen[at].0 as usize;
+        let ops = ops_of(a);
+        taken.clear();
+        taken.resize(ops.len(), false);
+        let from = lists.syms.len();
+        while at < chosen.len() && chosen[at].0 as usize == a {
+            let (_, k, i, j) = chosen[at];
+            at += 1;
+            let sym = sym_of[k as usize];
+            if sym != NONE {
+                taken[i as usize] = true;
+                taken[j as usize] = true;
+                lists.syms.push(sym);
+            }
+        }
+        if lists.syms.len() == from {
+            continue;
+        }
+        lists
+            .syms
+            .extend(ops.iter().zip(&taken).filter(|&(_, &t)| !t).map(|(o, _)| o.0));
+        lists.gates.push(ands[a]);
+        lists.is_or.push(false);
+        lists.starts.push(lists.syms.len() as u32);
+        any = true;
+    }
+    any
 }
 
 /// Which made symbols are written back into their readers: those read once, and those whose

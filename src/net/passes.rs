@@ -38,7 +38,8 @@ pub enum Pass {
     /// Removes nodes that no output reads.
     DeadNodes,
     /// Once, after the rounds, on a large net: runs of operands that several wide ors share
-    /// become ors of their own that those ors read (`src/net/extract.rs`; ands take no part).
+    /// become ors of their own that those ors read, and pairs of operands that several ands
+    /// share ands of their own (`src/net/extract.rs`).
     Extract,
 }
 

@@ -1024,3 +1024,75 @@ fn extraction_keeps_every_output_of_random_nets() {
     assert!(changed > 500, "extraction changed {changed} of 2000 nets");
     assert!(after * 10 < before * 9, "operands {before} became {after}");
 }
+
+/// A random net with families of narrow ands: each family draws a pair or a triple of earlier
+/// nodes, and each member is those with one or two others.
+fn and_family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
+    let (bases, inputs) = (10, 4);
+    let mut nodes = vec![Node::Const(false), Node::Const(true)];
+    nodes.extend((0..bases).map(Node::Base));
+    nodes.extend((0..inputs).map(Node::Input));
+    let first_gate = nodes.len();
+    for _ in 0..10 {
+        let n = nodes.len() as u32;
+        let ops = vec![NodeId(rng.below(n)), NodeId(rng.below(n))];
+        nodes.push(match rng.below(3) {
+            0 => Node::Not(ops[0]),
+            1 => Node::And(ops),
+            _ => Node::Or(ops),
+        });
+    }
+    for _ in 0..1 + rng.below(6) {
+        let n = nodes.len() as u32;
+        let core: Vec<u32> = (0..2 + rng.below(2)).map(|_| rng.below(n)).collect();
+        for _ in 0..1 + rng.below(10) {
+            let n = nodes.len() as u32;
+            let mut ops: Vec<u32> = core.clone();
+            ops.extend((0..1 + rng.below(2)).map(|_| rng.below(n)));
+            // Sometimes a member is the pair alone, the gate other members may read.
+            if rng.below(8) == 0 {
+                ops.truncate(2);
+            }
+            ops.sort_unstable();
+            ops.dedup();
+            if ops.len() < 2 {
+                continue;
+            }
+            nodes.push(Node::And(ops.into_iter().map(NodeId).collect()));
+        }
+    }
+    let gates = (nodes.len() - first_gate) as u32;
+    with_outputs(rng, nodes, bases, inputs, gates)
+}
+
+/// The ands' shared pairs (`extract::and_pairs_only`) keep every output and view of random
+/// nets whose ands share pairs, and take operands away.
+#[test]
+fn and_pairs_keep_every_output_of_random_nets() {
+    let mut rng = propjet_runtime::Rng::new(20);
+    let (mut before, mut after, mut changed) = (0, 0, 0);
+    for round in 0..2000 {
+        let net = and_family_net(&mut rng);
+        net.verify().expect("a well-formed net");
+        let (out, rewrote) = extract::and_pairs_only(net.clone());
+        out.verify().expect("a well-formed net");
+        changed += rewrote as usize;
+        before += NetStats::of(&net).edges;
+        after += NetStats::of(&out).edges;
+        for _ in 0..4 {
+            let leaves: Vec<u64> = (0..14).map(|_| rng.next_u64()).collect();
+            let (a, b) = (words(&net, &leaves), words(&out, &leaves));
+            for (k, (x, y)) in net.outputs().zip(out.outputs()).enumerate() {
+                assert_eq!(a[x.index()], b[y.index()], "round {round}, output {k}");
+            }
+            assert_eq!(net.views.len(), out.views.len());
+            for ((name, x), (other, y)) in net.views.iter().zip(&out.views) {
+                assert_eq!(name, other);
+                assert_eq!(a[x.index()], b[y.index()], "round {round}, view {name}");
+            }
+        }
+    }
+    // The families share pairs by construction, so the step must have found many of them.
+    assert!(changed > 500, "pairs changed {changed} of 2000 nets");
+    assert!(after * 10 < before * 9, "operands {before} became {after}");
+}
