@@ -1136,18 +1136,7 @@ impl<'d> Grounder<'d> {
             round.iter().map(|_| Default::default()).collect();
         let next = std::sync::atomic::AtomicUsize::new(0);
         {
-            let cx = FrozenCx {
-                conjs: &self.conjs,
-                store: &self.store,
-                relations: &self.relations,
-                bounds,
-                head_at: &self.head_at,
-                rel_names: &self.rel_names,
-                deadline: self.deadline,
-                room: self.limits.max_atoms.saturating_sub(self.atoms),
-                max_atoms: self.limits.max_atoms,
-                unshared: [self.k.legal, self.k.goal],
-            };
+            let cx = self.frozen(bounds);
             let work = || loop {
                 let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(chain) = chains.get(j) else {
@@ -1185,6 +1174,23 @@ impl<'d> Grounder<'d> {
         Ok(())
     }
 
+    /// What the join threads read while a round runs: the grounder's tables as they are at its
+    /// start, which no thread changes until the round's heads are merged.
+    fn frozen<'a>(&'a self, bounds: &'a Bounds) -> FrozenCx<'a> {
+        FrozenCx {
+            conjs: &self.conjs,
+            store: &self.store,
+            relations: &self.relations,
+            bounds,
+            head_at: &self.head_at,
+            rel_names: &self.rel_names,
+            deadline: self.deadline,
+            room: self.limits.max_atoms.saturating_sub(self.atoms),
+            max_atoms: self.limits.max_atoms,
+            unshared: [self.k.legal, self.k.goal],
+        }
+    }
+
     /// Runs a planned variant whose first step is a scan without an index cut into parts,
     /// one range of that scan's positions each, on `derive_threads` threads against the term
     /// store and relations as they are (`collect_heads`), and adds the heads the parts
@@ -1217,18 +1223,7 @@ impl<'d> Grounder<'d> {
             let len = self.relations[key.1 as usize].rows.len();
             self.head_at.entry(key).or_default().resize(len, UNBOUND);
         }
-        let cx = FrozenCx {
-            conjs: &self.conjs,
-            store: &self.store,
-            relations: &self.relations,
-            bounds,
-            head_at: &self.head_at,
-            rel_names: &self.rel_names,
-            deadline: self.deadline,
-            room: self.limits.max_atoms.saturating_sub(self.atoms),
-            max_atoms: self.limits.max_atoms,
-            unshared: [self.k.legal, self.k.goal],
-        };
+        let cx = self.frozen(bounds);
         let step = (hi - lo).div_ceil(parts).max(1);
         let part = |i: usize| {
             let from = lo + i * step;
