@@ -746,6 +746,66 @@ const EMIT_SPLIT: EmitSplit = EmitSplit {
     helper_alone: false,
 };
 
+/// [`emit`]'s first sweep: the nodes of the net written, numbered as their first readers
+/// meet them.
+struct Numbering {
+    slots: Vec<Slot>,
+    /// How many gates and outputs read each node of the net written, counted as the nodes are
+    /// numbered: the factor pass of the next round needs them, and counting them there is a
+    /// sweep over every operand vector of the net (chess: about 8 ms a round).
+    readers: Vec<u32>,
+    /// The node that computes each signed node as stored (negated where flipped), and the
+    /// `not` of it once a reader needs one.
+    stored: Vec<Option<NodeId>>,
+    not: Vec<Option<NodeId>>,
+    constants: [Option<NodeId>; 2],
+}
+
+impl Numbering {
+    /// Numbers the next node, read by none yet.
+    fn add(&mut self, slot: Slot) -> NodeId {
+        self.slots.push(slot);
+        self.readers.push(0);
+        NodeId::from_index(self.slots.len() - 1)
+    }
+
+    /// The node for `l` read by a reader computed with sign `reader_flip` (`flip` gives every
+    /// signed node's), numbered at its first reader; counted as read once more.
+    #[inline]
+    fn read(&mut self, l: Lit, reader_flip: bool, flip: &[bool]) -> NodeId {
+        let x = node_of(l);
+        let id = if x == 0 {
+            let b = negated(l) ^ reader_flip;
+            match self.constants[b as usize] {
+                Some(id) => id,
+                None => {
+                    let id = self.add(Slot::Const(b));
+                    self.constants[b as usize] = Some(id);
+                    id
+                }
+            }
+        } else {
+            let plain = self.stored[x].expect("operands come first");
+            if negated(l) ^ reader_flip ^ flip[x] {
+                match self.not[x] {
+                    Some(id) => id,
+                    None => {
+                        // The `not` reads the node that stores `x`.
+                        self.readers[plain.index()] = self.readers[plain.index()].saturating_add(1);
+                        let id = self.add(Slot::Not(x as u32));
+                        self.not[x] = Some(id);
+                        id
+                    }
+                }
+            } else {
+                plain
+            }
+        };
+        self.readers[id.index()] = self.readers[id.index()].saturating_add(1);
+        id
+    }
+}
+
 /// Writes the signed net back as a propnet with and, or and not gates, each and computed with
 /// the sign `flip` gives it; `old` supplies everything but the nodes.
 ///
@@ -767,48 +827,12 @@ fn emit(
     split: EmitSplit,
 ) -> (Propnet, Vec<u32>) {
     let n = arena.nodes.len();
-    let mut slots: Vec<Slot> = Vec::with_capacity(n);
-    // The node that computes each signed node as stored (negated where flipped), and the
-    // `not` of it once a reader needs one.
-    let mut stored: Vec<Option<NodeId>> = vec![None; n];
-    let mut not: Vec<Option<NodeId>> = vec![None; n];
-    let mut constants: [Option<NodeId>; 2] = [None; 2];
-    // How many gates and outputs read each node of the net written, counted as the nodes are
-    // numbered: the factor pass of the next round needs them, and counting them there is a
-    // sweep over every operand vector of the net (chess: about 8 ms a round).
-    let mut readers: Vec<u32> = Vec::with_capacity(n);
-    let add = |slots: &mut Vec<Slot>, readers: &mut Vec<u32>, slot: Slot| {
-        slots.push(slot);
-        readers.push(0);
-        NodeId::from_index(slots.len() - 1)
-    };
-    // The node for `l` read by a reader computed with sign `reader_flip`, numbered at its
-    // first reader; counted as read once more.
-    let read = |slots: &mut Vec<Slot>,
-                readers: &mut Vec<u32>,
-                stored: &[Option<NodeId>],
-                not: &mut [Option<NodeId>],
-                constants: &mut [Option<NodeId>; 2],
-                l: Lit,
-                reader_flip: bool| {
-        let x = node_of(l);
-        let id = if x == 0 {
-            let b = negated(l) ^ reader_flip;
-            *constants[b as usize].get_or_insert_with(|| add(slots, readers, Slot::Const(b)))
-        } else {
-            let plain = stored[x].expect("operands come first");
-            if negated(l) ^ reader_flip ^ flip[x] {
-                *not[x].get_or_insert_with(|| {
-                    // The `not` reads the node that stores `x`.
-                    readers[plain.index()] = readers[plain.index()].saturating_add(1);
-                    add(slots, readers, Slot::Not(x as u32))
-                })
-            } else {
-                plain
-            }
-        };
-        readers[id.index()] = readers[id.index()].saturating_add(1);
-        id
+    let mut numbering = Numbering {
+        slots: Vec::with_capacity(n),
+        readers: Vec::with_capacity(n),
+        stored: vec![None; n],
+        not: vec![None; n],
+        constants: [None; 2],
     };
     for (m, node) in arena.nodes.iter().enumerate() {
         if refs[m] == 0 || m == 0 {
@@ -816,34 +840,23 @@ fn emit(
         }
         if let SNode::And(r) = node {
             for &l in &arena.ops[r.start as usize..r.end as usize] {
-                read(
-                    &mut slots,
-                    &mut readers,
-                    &stored,
-                    &mut not,
-                    &mut constants,
-                    l,
-                    flip[m],
-                );
+                numbering.read(l, flip[m], flip);
             }
         }
-        stored[m] = Some(add(&mut slots, &mut readers, Slot::Signed(m as u32)));
+        numbering.stored[m] = Some(numbering.add(Slot::Signed(m as u32)));
     }
     let out: Vec<NodeId> = outputs
         .outputs
         .iter()
-        .map(|&l| {
-            read(
-                &mut slots,
-                &mut readers,
-                &stored,
-                &mut not,
-                &mut constants,
-                l,
-                false,
-            )
-        })
+        .map(|&l| numbering.read(l, false, flip))
         .collect();
+    let Numbering {
+        slots,
+        readers,
+        stored,
+        not,
+        constants,
+    } = numbering;
     // Every operand's `not` is numbered now, so an operand reads the same node as in the
     // first sweep.
     let operand = |l: Lit, reader_flip: bool| {
