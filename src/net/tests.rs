@@ -957,10 +957,9 @@ fn words(net: &Propnet, leaves: &[u64]) -> Vec<u64> {
     v
 }
 
-/// A random net with families of wide gates: each family draws a set of earlier nodes, and
-/// each member is that set less a few of them and with a few others, all of one kind.
-fn family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
-    let (bases, inputs) = (10, 4);
+/// The leaves of a family net (constants, `bases` bases, `inputs` inputs) and ten small
+/// gates over them, and where the gates begin.
+fn family_start(rng: &mut propjet_runtime::Rng, bases: u32, inputs: u32) -> (Vec<Node>, usize) {
     let mut nodes = vec![Node::Const(false), Node::Const(true)];
     nodes.extend((0..bases).map(Node::Base));
     nodes.extend((0..inputs).map(Node::Input));
@@ -974,6 +973,48 @@ fn family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
             _ => Node::Or(ops),
         });
     }
+    (nodes, first_gate)
+}
+
+/// Rewrites 2,000 random nets of `make` (seeded with `seed`) with `rewrite`, checks that each
+/// result is well formed and has every output and view of its net on 256 random states, and
+/// returns how many nets were rewritten and the operands of all nets before and after.
+fn rewrites_keep_outputs(
+    seed: u64,
+    make: fn(&mut propjet_runtime::Rng) -> Propnet,
+    rewrite: impl Fn(Propnet) -> (Propnet, bool),
+) -> (usize, usize, usize) {
+    let mut rng = propjet_runtime::Rng::new(seed);
+    let (mut before, mut after, mut changed) = (0, 0, 0);
+    for round in 0..2000 {
+        let net = make(&mut rng);
+        net.verify().expect("a well-formed net");
+        let (out, rewrote) = rewrite(net.clone());
+        out.verify().expect("a well-formed net");
+        changed += rewrote as usize;
+        before += NetStats::of(&net).edges;
+        after += NetStats::of(&out).edges;
+        for _ in 0..4 {
+            let leaves: Vec<u64> = (0..14).map(|_| rng.next_u64()).collect();
+            let (a, b) = (words(&net, &leaves), words(&out, &leaves));
+            for (k, (x, y)) in net.outputs().zip(out.outputs()).enumerate() {
+                assert_eq!(a[x.index()], b[y.index()], "round {round}, output {k}");
+            }
+            assert_eq!(net.views.len(), out.views.len());
+            for ((name, x), (other, y)) in net.views.iter().zip(&out.views) {
+                assert_eq!(name, other);
+                assert_eq!(a[x.index()], b[y.index()], "round {round}, view {name}");
+            }
+        }
+    }
+    (changed, before, after)
+}
+
+/// A random net with families of wide gates: each family draws a set of earlier nodes, and
+/// each member is that set less a few of them and with a few others, all of one kind.
+fn family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
+    let (bases, inputs) = (10, 4);
+    let (mut nodes, first_gate) = family_start(rng, bases, inputs);
     for _ in 0..1 + rng.below(5) {
         let n = nodes.len() as u32;
         let mut set: Vec<u32> = (0..4 + rng.below(40)).map(|_| rng.below(n)).collect();
@@ -997,29 +1038,7 @@ fn family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
 
 #[test]
 fn extraction_keeps_every_output_of_random_nets() {
-    let mut rng = propjet_runtime::Rng::new(19);
-    let (mut before, mut after, mut changed) = (0, 0, 0);
-    for round in 0..2000 {
-        let net = family_net(&mut rng);
-        net.verify().expect("a well-formed net");
-        let (out, rewrote) = extract::extract(net.clone(), 0);
-        out.verify().expect("a well-formed net");
-        changed += rewrote as usize;
-        before += NetStats::of(&net).edges;
-        after += NetStats::of(&out).edges;
-        for _ in 0..4 {
-            let leaves: Vec<u64> = (0..14).map(|_| rng.next_u64()).collect();
-            let (a, b) = (words(&net, &leaves), words(&out, &leaves));
-            for (k, (x, y)) in net.outputs().zip(out.outputs()).enumerate() {
-                assert_eq!(a[x.index()], b[y.index()], "round {round}, output {k}");
-            }
-            assert_eq!(net.views.len(), out.views.len());
-            for ((name, x), (other, y)) in net.views.iter().zip(&out.views) {
-                assert_eq!(name, other);
-                assert_eq!(a[x.index()], b[y.index()], "round {round}, view {name}");
-            }
-        }
-    }
+    let (changed, before, after) = rewrites_keep_outputs(19, family_net, |net| extract::extract(net, 0));
     // The nets are made to share runs of operands, so the pass must have found them.
     assert!(changed > 500, "extraction changed {changed} of 2000 nets");
     assert!(after * 10 < before * 9, "operands {before} became {after}");
@@ -1029,19 +1048,7 @@ fn extraction_keeps_every_output_of_random_nets() {
 /// nodes, and each member is those with one or two others.
 fn and_family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
     let (bases, inputs) = (10, 4);
-    let mut nodes = vec![Node::Const(false), Node::Const(true)];
-    nodes.extend((0..bases).map(Node::Base));
-    nodes.extend((0..inputs).map(Node::Input));
-    let first_gate = nodes.len();
-    for _ in 0..10 {
-        let n = nodes.len() as u32;
-        let ops = vec![NodeId(rng.below(n)), NodeId(rng.below(n))];
-        nodes.push(match rng.below(3) {
-            0 => Node::Not(ops[0]),
-            1 => Node::And(ops),
-            _ => Node::Or(ops),
-        });
-    }
+    let (mut nodes, first_gate) = family_start(rng, bases, inputs);
     for _ in 0..1 + rng.below(6) {
         let n = nodes.len() as u32;
         let core: Vec<u32> = (0..2 + rng.below(2)).map(|_| rng.below(n)).collect();
@@ -1069,29 +1076,7 @@ fn and_family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
 /// nets whose ands share pairs, and take operands away.
 #[test]
 fn and_pairs_keep_every_output_of_random_nets() {
-    let mut rng = propjet_runtime::Rng::new(20);
-    let (mut before, mut after, mut changed) = (0, 0, 0);
-    for round in 0..2000 {
-        let net = and_family_net(&mut rng);
-        net.verify().expect("a well-formed net");
-        let (out, rewrote) = extract::and_pairs_only(net.clone());
-        out.verify().expect("a well-formed net");
-        changed += rewrote as usize;
-        before += NetStats::of(&net).edges;
-        after += NetStats::of(&out).edges;
-        for _ in 0..4 {
-            let leaves: Vec<u64> = (0..14).map(|_| rng.next_u64()).collect();
-            let (a, b) = (words(&net, &leaves), words(&out, &leaves));
-            for (k, (x, y)) in net.outputs().zip(out.outputs()).enumerate() {
-                assert_eq!(a[x.index()], b[y.index()], "round {round}, output {k}");
-            }
-            assert_eq!(net.views.len(), out.views.len());
-            for ((name, x), (other, y)) in net.views.iter().zip(&out.views) {
-                assert_eq!(name, other);
-                assert_eq!(a[x.index()], b[y.index()], "round {round}, view {name}");
-            }
-        }
-    }
+    let (changed, before, after) = rewrites_keep_outputs(20, and_family_net, extract::and_pairs_only);
     // The families share pairs by construction, so the step must have found many of them.
     assert!(changed > 500, "pairs changed {changed} of 2000 nets");
     assert!(after * 10 < before * 9, "operands {before} became {after}");
