@@ -2474,11 +2474,7 @@ impl<'a> Exec<'a> {
             // A body of one literal (each attacker of chess's check test) is sorted already.
             if lits.len() - start > 1 {
                 sort_dedup_from(lits, start);
-                // Both x and (not x): this solution never holds.
-                if lits[start..]
-                    .windows(2)
-                    .any(|w| w[0].rel == w[1].rel && w[0].atom == w[1].atom)
-                {
+                if contradictory(&lits[start..]) {
                     lits.truncate(start);
                     return Ok(());
                 }
@@ -2934,15 +2930,27 @@ impl<'a> Exec<'a> {
 
 /// Sorts `v[start..]` and removes its repeats.
 pub(super) fn sort_dedup_from<T: Ord + Copy>(v: &mut Vec<T>, start: usize) {
-    v[start..].sort_unstable();
-    let mut w = start;
-    for r in start..v.len() {
-        if w == start || v[r] != v[w - 1] {
-            v[w] = v[r];
+    let n = sort_dedup_in(&mut v[start..]);
+    v.truncate(start + n);
+}
+
+/// Sorts `s` and moves its distinct elements to its front, returning how many there are.
+fn sort_dedup_in<T: Ord + Copy>(s: &mut [T]) -> usize {
+    s.sort_unstable();
+    let mut w = 0;
+    for r in 0..s.len() {
+        if w == 0 || s[r] != s[w - 1] {
+            s[w] = s[r];
             w += 1;
         }
     }
-    v.truncate(w);
+    w
+}
+
+/// Whether a sorted body holds both `x` and `(not x)` for some atom `x`: it never holds.
+fn contradictory(body: &[OutLit]) -> bool {
+    body.windows(2)
+        .any(|w| w[0].rel == w[1].rel && w[0].atom == w[1].atom)
 }
 
 /// Sorts `v` by `cmp` and removes its repeats (elements equal by `cmp`), as `sort_unstable_by`
@@ -3184,7 +3192,7 @@ impl Exec<'_> {
     /// hold is true and left out, each body with a waiting literal is then sorted without
     /// repeats, and a solution with both `x` and `(not x)` is dropped, as `collect` does for
     /// the others; so the solutions are those that looking each literal up at once gives.
-    /// The waiting literals are then forgotten.
+    /// The caller forgets the waiting literals (`forget_waiting`).
     fn resolve_waiting(
         &mut self,
         from: usize,
@@ -3258,21 +3266,8 @@ impl Exec<'_> {
             }
             start = end;
             if waited && w_lit - body > 1 {
-                let slice = &mut lits[body..w_lit];
-                slice.sort_unstable();
-                let mut n = 1;
-                for j in 1..slice.len() {
-                    if slice[j] != slice[n - 1] {
-                        slice[n] = slice[j];
-                        n += 1;
-                    }
-                }
-                w_lit = body + n;
-                // Both x and (not x): this solution never holds.
-                if lits[body..w_lit]
-                    .windows(2)
-                    .any(|p| p[0].rel == p[1].rel && p[0].atom == p[1].atom)
-                {
+                w_lit = body + sort_dedup_in(&mut lits[body..w_lit]);
+                if contradictory(&lits[body..w_lit]) {
                     w_lit = body;
                     continue;
                 }
@@ -3285,7 +3280,6 @@ impl Exec<'_> {
         vals.truncate(w_sol * nout);
         lits.truncate(w_lit);
         self.neg_found = found;
-        self.forget_waiting(from);
     }
 
     /// Forgets the negated literals waiting from `from` on.
