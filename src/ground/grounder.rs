@@ -1207,14 +1207,7 @@ impl<'d> Grounder<'d> {
                 range,
                 index: None,
                 ..
-            }) => {
-                let r = *rel as usize;
-                match range {
-                    join::Range::Old => (0, bounds.old[r]),
-                    join::Range::All => (0, bounds.all[r]),
-                    join::Range::Delta => (bounds.old[r], bounds.all[r]),
-                }
-            }
+            }) => bounds.positions(*rel as usize, *range),
             _ => return self.derive_planned(v, bounds),
         };
         self.stats.split_variants += 1;

@@ -483,6 +483,17 @@ pub(crate) struct Bounds {
     pub all: Vec<usize>,
 }
 
+impl Bounds {
+    /// The positions of relation `r`'s atoms that a scan of `range` reads.
+    pub fn positions(&self, r: usize, range: Range) -> (usize, usize) {
+        match range {
+            Range::Old => (0, self.old[r]),
+            Range::All => (0, self.all[r]),
+            Range::Delta => (self.old[r], self.all[r]),
+        }
+    }
+}
+
 /// Union-find over body items.
 fn find_root(parent: &mut [usize], mut i: usize) -> usize {
     while parent[i] != i {
@@ -2062,11 +2073,7 @@ impl<'a> Exec<'a> {
                 };
                 let relations = self.relations;
                 let relation = &relations[*rel as usize];
-                let (lo, hi) = match range {
-                    Range::Old => (0, self.bounds.old[*rel as usize]),
-                    Range::All => (0, self.bounds.all[*rel as usize]),
-                    Range::Delta => (self.bounds.old[*rel as usize], self.bounds.all[*rel as usize]),
-                };
+                let (lo, hi) = self.bounds.positions(*rel as usize, *range);
                 let hi = hi.min(relation.rows.len());
                 if lo >= hi {
                     return Ok(());
