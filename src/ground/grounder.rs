@@ -77,7 +77,8 @@ pub struct GroundStats {
 pub struct DeriveCost {
     /// The line of the rule it comes from (0 for the grounder's own rules).
     pub line: u32,
-    /// The relation it defines (`name/arity`, `calls of name/arity` for a magic rule).
+    /// The relation it defines (`name/arity`, `calls of name/arity` for a magic rule, `calls of
+    /// name/arity at 0,2` for one whose calls are split into groups of positions).
     pub relation: String,
     /// Time spent.
     pub time: Duration,
@@ -535,15 +536,29 @@ impl<'d> Grounder<'d> {
             .map(|r| self.evaluated[r] && self.relations[r].rows.len() <= magic::SMALL)
             .collect();
         let symbols = self.desc.symbols.len() as u32;
-        let magic_for = magic::transform(&mut self.conjs, &mut self.rels, &candidates, &small, symbols);
+        let magic_for = magic::transform(
+            &mut self.conjs,
+            &mut self.rels,
+            &candidates,
+            &small,
+            &self.opaque,
+            k.true_,
+            symbols,
+        );
         let n = self.rels.len();
         self.guard = (0..n)
-            .map(|r| magic_for.get(r).copied().flatten().is_some())
+            .map(|r| magic_for.get(r).is_some_and(|m| m.is_some()))
             .collect();
-        self.rel_names = (0..n as RelId)
-            .map(|r| match magic_for.get(r as usize).copied().flatten() {
-                Some(of) => format!("calls of {}", self.rel_names[of as usize]),
-                None => self.rel_names[r as usize].clone(),
+        self.rel_names = (0..n)
+            .map(|r| match magic_for.get(r).and_then(|m| m.as_ref()) {
+                Some(m) => match &m.positions {
+                    None => format!("calls of {}", self.rel_names[m.of as usize]),
+                    Some(ps) => {
+                        let ps: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
+                        format!("calls of {} at {}", self.rel_names[m.of as usize], ps.join(","))
+                    }
+                },
+                None => self.rel_names[r].clone(),
             })
             .collect();
         self.relations.resize_with(n, Relation::default);
