@@ -129,7 +129,7 @@ fn build_on_two_threads(g: &Grounded, limits: &NetLimits) -> Option<Result<(Prop
 }
 
 /// The views' names sorted: each name with the view's place in atom order, and the runs of
-/// names that two or more views share ([`Outputs::sort`]).
+/// names that two or more views share ([`sort_names`]).
 struct SortedNames {
     names: Vec<(String, u32)>,
     ties: Vec<std::ops::Range<usize>>,
