@@ -136,7 +136,9 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
     timings.ground = start.elapsed();
 
     let start = Instant::now();
-    let mut built = net::build(&grounded, &options.net)?;
+    // The views come unnamed, in atom order: their names are sorted on a thread of their own
+    // while the net is optimized, and given to the views after the passes (`ViewNames`).
+    let (mut built, mut names) = net::build_unnamed(&grounded, &options.net)?;
     if !built.loops.is_empty() && !built.opaque.is_empty() {
         // The demand of the opaque atoms (`add_demand`) is a function of the state that the
         // executors compute before the entry, with no loop; a net with both is built unrolled.
@@ -144,7 +146,7 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
             recursion: net::Recursion::Unroll,
             ..options.net.clone()
         };
-        built = net::build(&grounded, &unrolled)?;
+        (built, names) = net::build_unnamed(&grounded, &unrolled)?;
     }
     timings.build = start.elapsed();
     let unoptimized = NetStats::of(&built);
@@ -159,10 +161,11 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
 
     let start = Instant::now();
     let (mut net, passes) = if options.optimize {
-        net::optimize_built(built, options.max_rounds)
+        net::optimize_unnamed(built, options.max_rounds)
     } else {
         (built, Vec::new())
     };
+    names.name(&mut net)?;
     net::add_demand(&mut net);
     timings.optimize = start.elapsed();
 

@@ -43,12 +43,27 @@ pub enum Recursion {
 
 /// Builds the unoptimized propnet of `g`.
 pub fn build(g: &Grounded, limits: &NetLimits) -> Result<Propnet, NetError> {
+    let (mut net, names) = build_unnamed(g, limits)?;
+    names.name(&mut net)?;
+    Ok(net)
+}
+
+/// Builds the unoptimized propnet of `g` with its views in atom order and without their names,
+/// which [`ViewNames::name`] gives them, in the order of [`build`], once the caller is done
+/// with the net: on a large game the names are sorted on a thread of their own meanwhile.
+/// The passes never read a view's name nor depend on the order of the views, so `compile`
+/// optimizes the net while they are sorted (chess: 945,440 names, whose sort took about
+/// 0.2 s at the end of the build's second thread, the longer of its two).
+pub(crate) fn build_unnamed(g: &Grounded, limits: &NetLimits) -> Result<(Propnet, ViewNames), NetError> {
     build_with(g, limits, g.atoms.len() >= PARALLEL_ATOMS)
 }
 
-/// Builds the unoptimized propnet of `g`, on two threads if `parallel` is set: the same net
-/// either way.
-pub(super) fn build_with(g: &Grounded, limits: &NetLimits, parallel: bool) -> Result<Propnet, NetError> {
+/// [`build_unnamed`], on two threads if `parallel` is set: the same net and names either way.
+pub(super) fn build_with(
+    g: &Grounded,
+    limits: &NetLimits,
+    parallel: bool,
+) -> Result<(Propnet, ViewNames), NetError> {
     if parallel {
         if let Some(built) = build_on_two_threads(g, limits) {
             return built;
@@ -59,8 +74,9 @@ pub(super) fn build_with(g: &Grounded, limits: &NetLimits, parallel: bool) -> Re
     let leaves = b.leaves()?;
     b.build_views()?;
     let mut outputs = Outputs::of(g);
-    outputs.sort();
-    b.finish(leaves, outputs)
+    outputs.goals.sort_by_key(|&(role, value, _)| (role, value));
+    let names = Sorting::Done(sort_names(std::mem::take(&mut outputs.views)));
+    b.finish(leaves, outputs, names)
 }
 
 /// Builds the net of `g` on two threads, or returns `None` if no second thread can be started.
@@ -68,11 +84,12 @@ pub(super) fn build_with(g: &Grounded, limits: &NetLimits, parallel: bool) -> Re
 /// Neither the order in which the views are built (their strongly connected components) nor
 /// the outputs' names and their order depend on the gates. The second thread writes the names
 /// while this one sorts the rules by head and makes the leaves, then finds the components and
-/// hands them over in batches while this one builds their gates, then sorts the names. Chess
+/// hands them over in batches while this one builds their gates, then starts the sort of the
+/// names on a thread of their own ([`ViewNames`]), which the build does not wait for. Chess
 /// on one thread (`doc/propnet.md`, `build17`): the rules by head 43 ms, the leaves 13, the
 /// components 145, the gates 418, the 945,440 names (each a copy of its atom's text or
 /// formatted) 82 and their sort 265; the check of the net 20.
-fn build_on_two_threads(g: &Grounded, limits: &NetLimits) -> Option<Result<Propnet, NetError>> {
+fn build_on_two_threads(g: &Grounded, limits: &NetLimits) -> Option<Result<(Propnet, ViewNames), NetError>> {
     let heads = std::sync::OnceLock::new();
     std::thread::scope(|s| {
         let (tx, rx) = std::sync::mpsc::channel::<Components>();
@@ -90,8 +107,8 @@ fn build_on_two_threads(g: &Grounded, limits: &NetLimits) -> Option<Result<Propn
                 let sent = components(g, heads, |batch| tx.send(batch));
                 drop(tx);
                 sent.map_err(|_| stopped())?;
-                outputs.sort();
-                Ok(outputs)
+                let names = Sorting::start(&mut outputs);
+                Ok((outputs, names))
             })
             .ok()?;
         let heads = heads.get_or_init(|| Heads::of(g));
@@ -104,8 +121,90 @@ fn build_on_two_threads(g: &Grounded, limits: &NetLimits) -> Option<Result<Propn
         });
         drop(rx);
         let outputs = helper.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        Some(built.and_then(|leaves| b.finish(leaves, outputs?)))
+        Some(built.and_then(|leaves| {
+            let (outputs, names) = outputs?;
+            b.finish(leaves, outputs, names)
+        }))
     })
+}
+
+/// The views' names sorted: each name with the view's place in atom order, and the runs of
+/// names that two or more views share ([`sort_names`]).
+struct SortedNames {
+    names: Vec<(String, u32)>,
+    ties: Vec<std::ops::Range<usize>>,
+}
+
+/// The sort of the views' names, done or on a thread of its own.
+enum Sorting {
+    Done(SortedNames),
+    /// The thread returns `None` if it never received the names.
+    Running(std::thread::JoinHandle<Option<SortedNames>>),
+}
+
+impl Sorting {
+    /// Sorts the names of `outputs`' views on a thread of its own, or here if none can be
+    /// started, and its goals here; `outputs` keeps the views' atoms.
+    fn start(outputs: &mut Outputs) -> Sorting {
+        outputs.goals.sort_by_key(|&(role, value, _)| (role, value));
+        let views = std::mem::take(&mut outputs.views);
+        // The names are sent once the thread runs, so that they stay here if it cannot start.
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<(String, u32)>>();
+        let spawned = std::thread::Builder::new()
+            .name("view names".into())
+            .spawn(move || rx.recv().ok().map(sort_names));
+        match spawned {
+            Ok(h) => {
+                // The thread waits for them: this cannot fail while it runs.
+                let _ = tx.send(views);
+                Sorting::Running(h)
+            }
+            Err(_) => Sorting::Done(sort_names(views)),
+        }
+    }
+}
+
+/// The names of a net's views and their order, for a net built by [`build_unnamed`], whose
+/// views are in atom order and unnamed.
+pub(crate) struct ViewNames {
+    sorting: Sorting,
+    /// The node of each view (in atom order) in the net as built: views of the same name are
+    /// ordered by it, as a sort of the pairs (name, node) of the built net would order them.
+    built: Vec<NodeId>,
+}
+
+impl ViewNames {
+    /// Gives the views of `net` their names, in the order of the names (views of the same name
+    /// by their node as built), and drops those whose node the passes removed
+    /// ([`super::passes::GONE_VIEW`]). `net` is the net [`build_unnamed`] returned with these
+    /// names, its views still in their places (the passes keep them there).
+    pub(crate) fn name(self, net: &mut Propnet) -> Result<(), NetError> {
+        let ViewNames { sorting, built } = self;
+        let SortedNames { mut names, ties } = match sorting {
+            Sorting::Done(sorted) => sorted,
+            Sorting::Running(h) => h
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                .ok_or_else(|| NetError::Internal("the views' names were never sorted".into()))?,
+        };
+        if names.len() != net.views.len() || built.len() != names.len() {
+            return Err(NetError::Internal(format!(
+                "{} view names for {} views",
+                names.len(),
+                net.views.len()
+            )));
+        }
+        for tie in ties {
+            names[tie].sort_unstable_by_key(|&(_, k)| built[k as usize]);
+        }
+        let nodes: Vec<NodeId> = net.views.iter().map(|&(_, id)| id).collect();
+        names.retain(|&(_, k)| nodes[k as usize] != super::passes::GONE_VIEW);
+        net.views = names
+            .into_iter()
+            .map(|(name, k)| (name, nodes[k as usize]))
+            .collect();
+        Ok(())
+    }
 }
 
 /// What [`Builder::leaves`] leaves for [`Builder::finish`]: the bases' atoms in the net's
@@ -239,7 +338,12 @@ impl<'g> Builder<'g> {
 
     /// Points the outputs at the nodes of their atoms, once every view is built, and checks
     /// the net.
-    fn finish(mut self, leaves: Leaves, outputs: Outputs) -> Result<Propnet, NetError> {
+    fn finish(
+        mut self,
+        leaves: Leaves,
+        outputs: Outputs,
+        sorting: Sorting,
+    ) -> Result<(Propnet, ViewNames), NetError> {
         let g = self.g;
         let Leaves { trues, legal_atoms } = leaves;
         let base_index: FxHashMap<&str, usize> = trues
@@ -267,19 +371,11 @@ impl<'g> Builder<'g> {
             })
             .collect();
         self.net.terminal = outputs.terminal.map_or(self.false_node, |a| self.node_of(a));
-        // The views by name, and views of the same name by node, as a sort of the pairs
-        // (name, node) would order them.
-        let mut views: Vec<(String, NodeId)> = outputs
-            .views
-            .into_iter()
-            .map(|(name, a)| (name, self.node_of(a)))
-            .collect();
-        for tie in outputs.ties {
-            views[tie].sort_unstable_by_key(|v| v.1);
-        }
-        self.net.views = views;
+        // The views in atom order, unnamed until [`ViewNames::name`].
+        let built: Vec<NodeId> = outputs.view_atoms.iter().map(|&a| self.node_of(a)).collect();
+        self.net.views = built.iter().map(|&id| (String::new(), id)).collect();
         self.net.verify()?;
-        Ok(self.net)
+        Ok((self.net, ViewNames { sorting, built }))
     }
 
     /// The numbers of the rules whose head is `a`.
@@ -496,15 +592,15 @@ const PARALLEL_ATOMS: usize = 1 << 16;
 struct Outputs {
     /// The `next` atoms.
     nexts: Vec<AtomId>,
-    /// The goal atoms, by role and value (atoms of the same role and value in atom order).
+    /// The goal atoms, by role and value once sorted (atoms of the same role and value in atom
+    /// order).
     goals: Vec<(RoleIdx, u32, AtomId)>,
     /// The last terminal atom, if any.
     terminal: Option<AtomId>,
-    /// The view propositions in atom order, then ([`Outputs::sort`]) by name, views of the same
-    /// name in atom order.
-    views: Vec<(String, AtomId)>,
-    /// The runs of `views` that share a name, to be sorted by node once the nodes are known.
-    ties: Vec<std::ops::Range<usize>>,
+    /// The view propositions' names in atom order, each with its place in that order.
+    views: Vec<(String, u32)>,
+    /// The view propositions' atoms in atom order.
+    view_atoms: Vec<AtomId>,
 }
 
 impl Outputs {
@@ -517,7 +613,7 @@ impl Outputs {
             // At most one view per atom (chess: 945,440 of 1.1 million): reserved at once,
             // since growing the vector step by step copied it and faulted its pages in again.
             views: Vec::with_capacity(g.atoms.len()),
-            ties: Vec::new(),
+            view_atoms: Vec::with_capacity(g.atoms.len()),
         };
         for (i, atom) in g.atoms.iter().enumerate() {
             let id = AtomId::from_index(i);
@@ -542,38 +638,41 @@ impl Outputs {
                 // Opaque atoms are leaves of the net, not views.
                 AtomKind::Opaque => continue,
             };
-            out.views.push((name, id));
+            let k = u32::try_from(out.views.len()).expect("fewer than 2^32 views");
+            out.views.push((name, k));
+            out.view_atoms.push(id);
         }
         out
     }
+}
 
-    /// Sorts the goals by role and value and the views by name.
-    fn sort(&mut self) {
-        let out = self;
-        out.goals.sort_by_key(|&(role, value, _)| (role, value));
-        // A stable sort: the views come mostly in order already, which it takes as runs (an
-        // unstable sort took 1.9 times the instructions here on alexChess). A sort compares
-        // every two values that end up next to each other (were two such never compared,
-        // the other order of the two would agree with every comparison made), so if it met
-        // no two equal names, there are none.
-        let mut tied = false;
-        out.views.sort_by(|x, y| {
-            let o = x.0.cmp(&y.0);
-            tied |= o.is_eq();
-            o
-        });
-        let mut i = 0;
-        while tied && i < out.views.len() {
-            let mut j = i + 1;
-            while j < out.views.len() && out.views[j].0 == out.views[i].0 {
-                j += 1;
-            }
-            if j - i > 1 {
-                out.ties.push(i..j);
-            }
-            i = j;
+/// Sorts the views' names (each with its view's place in atom order) and finds the runs of
+/// equal names, whose views [`ViewNames::name`] orders by node.
+fn sort_names(mut views: Vec<(String, u32)>) -> SortedNames {
+    // A stable sort: the views come mostly in order already, which it takes as runs (an
+    // unstable sort took 1.9 times the instructions here on alexChess). A sort compares
+    // every two values that end up next to each other (were two such never compared, the
+    // other order of the two would agree with every comparison made), so if it met no two
+    // equal names, there are none.
+    let mut tied = false;
+    views.sort_by(|x, y| {
+        let o = x.0.cmp(&y.0);
+        tied |= o.is_eq();
+        o
+    });
+    let mut ties = Vec::new();
+    let mut i = 0;
+    while tied && i < views.len() {
+        let mut j = i + 1;
+        while j < views.len() && views[j].0 == views[i].0 {
+            j += 1;
         }
+        if j - i > 1 {
+            ties.push(i..j);
+        }
+        i = j;
     }
+    SortedNames { names: views, ties }
 }
 
 /// The rules of each head atom `a`: `by_head[start[a]..start[a + 1]]`, one array for all atoms

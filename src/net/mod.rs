@@ -17,10 +17,12 @@ mod passes;
 mod signed;
 mod stats;
 
+pub(crate) use build::build_unnamed;
 pub use build::{build, NetLimits, Recursion};
 pub use demand::add_demand;
 pub use dot::{to_dot, DOT_MAX_NODES};
 pub use order::order;
+pub(crate) use passes::optimize_unnamed;
 pub use passes::{optimize, optimize_built, Pass, PassReport};
 pub use stats::NetStats;
 

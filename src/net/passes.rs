@@ -127,16 +127,27 @@ impl Pass {
 /// skipped when the net is as it left it: an idempotent pass that ran last round and after
 /// which no pass changed the net would find nothing to do.
 pub fn optimize(net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>) {
-    rounds(net, max_rounds, false)
+    let (net, reports) = rounds(net, max_rounds, false);
+    (without_gone_views(net), reports)
 }
 
 /// As [`optimize`], for a net as [`super::build`] makes it, whose gates are hash-consed as they
 /// are built (no two alike, operands sorted): the first round's merge, which would find
 /// nothing, is skipped (chess: a rewrite of 785,000 components).
 pub fn optimize_built(net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>) {
+    let (net, reports) = rounds(net, max_rounds, true);
+    (without_gone_views(net), reports)
+}
+
+/// As [`optimize_built`], for a net from [`super::build::build_unnamed`]: the views whose node
+/// the passes removed keep their places ([`GONE_VIEW`]), so that
+/// [`super::build::ViewNames::name`] finds every view where the builder put it.
+pub(crate) fn optimize_unnamed(net: Propnet, max_rounds: u32) -> (Propnet, Vec<PassReport>) {
     rounds(net, max_rounds, true)
 }
 
+/// The rounds of passes and the extraction after them; the views the passes removed keep their
+/// places ([`GONE_VIEW`]).
 fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<PassReport>) {
     let mut reports = Vec::new();
     // A pass changed the net when it changed a count; the depth is not computed.
@@ -252,7 +263,6 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
             time: start.elapsed(),
         });
     }
-    net.views.retain(|&(_, id)| id != GONE_VIEW);
     (net, reports)
 }
 
@@ -260,7 +270,8 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
 /// place in [`Propnet::views`], which the passes never reorder, so that the list keeps its
 /// length and a round's copy ([`Snapshot`]) need not copy the views' names: chess has 945,440
 /// of them, and cloning and freeing them took a tenth of its optimize phase (rounds 2 to 4).
-/// They are dropped once, when the passes end.
+/// They are dropped once, when the passes end, or when the views are named
+/// ([`optimize_unnamed`]).
 pub(super) const GONE_VIEW: NodeId = NodeId(u32::MAX);
 
 /// [`NetStats::counts`] of `net`, counting only the views the passes have not removed
@@ -453,7 +464,6 @@ pub(super) fn run(net: Propnet, pass: Pass) -> Propnet {
 }
 
 /// `net` without the views the passes removed ([`GONE_VIEW`]), as [`optimize`] returns it.
-#[cfg(test)]
 fn without_gone_views(mut net: Propnet) -> Propnet {
     net.views.retain(|&(_, id)| id != GONE_VIEW);
     net

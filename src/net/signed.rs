@@ -892,7 +892,41 @@ fn emit(
             }
         },
     };
+    let mut out = out.into_iter();
+    let Propnet {
+        roles,
+        mut bases,
+        constant_facts,
+        mut inputs,
+        goals,
+        mut views,
+        opaque,
+        mut feedback,
+        loops,
+        ..
+    } = old;
+    // A view keeps its name where its value is still a node; one that only a `not` nobody
+    // else reads would compute loses its name rather than add a gate. A view that loses its
+    // node keeps its place in the list ([`GONE_VIEW`]).
+    let name_views = |views: &mut Vec<(String, NodeId)>| {
+        for (_, id) in views {
+            let node = view_literal(&outputs.images, *id).and_then(|l| {
+                let x = node_of(l);
+                if x == 0 {
+                    constants[negated(l) as usize]
+                } else if refs[x] == 0 {
+                    None
+                } else if negated(l) ^ flip[x] {
+                    not[x]
+                } else {
+                    stored[x]
+                }
+            });
+            *id = node.unwrap_or(GONE_VIEW);
+        }
+    };
     let nodes: Vec<Node> = if slots.len() < split.from {
+        name_views(&mut views);
         slots.iter().map(make).collect()
     } else {
         let chunk = split.chunk.max(1);
@@ -906,8 +940,12 @@ fn emit(
             Some(&slots[c * chunk..((c + 1) * chunk).min(slots.len())])
         };
         std::thread::scope(|s| {
-            // The chunks the helper makes, the last first.
-            let helper = s.spawn(|| {
+            // The chunks the helper makes, the last first, after the views (chess: 945,440,
+            // each looked up through the images of two sweeps, about 15 ms a pass), which
+            // this thread would otherwise move after making its chunks.
+            let views = &mut views;
+            let helper = s.spawn(move || {
+                name_views(views);
                 let mut made: Vec<Vec<Node>> = Vec::new();
                 while let Some(part) = take(true) {
                     made.push(part.iter().map(make).collect());
@@ -941,19 +979,6 @@ fn emit(
             nodes
         })
     };
-    let mut out = out.into_iter();
-    let Propnet {
-        roles,
-        mut bases,
-        constant_facts,
-        mut inputs,
-        goals,
-        views,
-        opaque,
-        mut feedback,
-        loops,
-        ..
-    } = old;
     for i in &mut inputs {
         i.legal = out.next().expect("a legal output");
     }
@@ -970,25 +995,6 @@ fn emit(
     }
     for f in &mut feedback {
         *f = out.next().expect("a feedback output");
-    }
-    // A view keeps its name where its value is still a node; one that only a `not` nobody
-    // else reads would compute loses its name rather than add a gate. A view that loses its
-    // node keeps its place in the list ([`GONE_VIEW`]).
-    let mut views = views;
-    for (_, id) in &mut views {
-        let node = view_literal(&outputs.images, *id).and_then(|l| {
-            let x = node_of(l);
-            if x == 0 {
-                constants[negated(l) as usize]
-            } else if refs[x] == 0 {
-                None
-            } else if negated(l) ^ flip[x] {
-                not[x]
-            } else {
-                stored[x]
-            }
-        });
-        *id = node.unwrap_or(GONE_VIEW);
     }
     let net = Propnet {
         roles,

@@ -850,8 +850,8 @@ fn two_threads_build_and_order_what_one_does() {
                 recursion,
                 ..NetLimits::default()
             };
-            let one = build::build_with(g, &limits, false).expect("builds");
-            let two = build::build_with(g, &limits, true).expect("builds");
+            let one = named(g, &limits, false).expect("builds");
+            let two = named(g, &limits, true).expect("builds");
             assert_eq!(format!("{one:?}"), format!("{two:?}"), "{name}, {recursion:?}");
             let mut sorted = one.views.clone();
             sorted.sort();
@@ -872,7 +872,7 @@ fn two_threads_build_and_order_what_one_does() {
             );
         }
     }
-    let built = build::build_with(&games[1].1, &NetLimits::default(), true).expect("builds");
+    let built = named(&games[1].1, &NetLimits::default(), true).expect("builds");
     let nodes: Vec<NodeId> = built
         .views
         .iter()
@@ -882,13 +882,13 @@ fn two_threads_build_and_order_what_one_does() {
     assert!(nodes.len() == 2 && nodes[0] < nodes[1], "{nodes:?}");
 
     let breakthrough = &games[2].1;
-    let full = build::build_with(breakthrough, &NetLimits::default(), false).expect("builds");
+    let full = named(breakthrough, &NetLimits::default(), false).expect("builds");
     let limits = NetLimits {
         max_nodes: full.nodes.len() / 2,
         ..NetLimits::default()
     };
     for parallel in [false, true] {
-        match build::build_with(breakthrough, &limits, parallel) {
+        match named(breakthrough, &limits, parallel) {
             Err(NetError::Limit { limit, .. }) => assert_eq!(limit, "max_nodes"),
             other => panic!("expected a limit error, got {other:?}"),
         }
@@ -897,11 +897,85 @@ fn two_threads_build_and_order_what_one_does() {
     let (head, body) = rule(7, &[lit(6, true)]);
     cyclic.rules.push(head, &body);
     for parallel in [false, true] {
-        match build::build_with(&cyclic, &NetLimits::default(), parallel) {
+        match named(&cyclic, &NetLimits::default(), parallel) {
             Err(NetError::Cycle { propositions, .. }) => assert!(propositions.contains(&"r".to_string())),
             other => panic!("expected a cycle error, got {other:?}"),
         }
     }
+}
+
+/// The net of `g` built on one thread or two (`parallel`), its views named at once.
+fn named(g: &Grounded, limits: &NetLimits, parallel: bool) -> Result<Propnet, NetError> {
+    let (mut net, names) = build::build_with(g, limits, parallel)?;
+    names.name(&mut net)?;
+    Ok(net)
+}
+
+/// `compile` optimizes the net with its views unnamed and in atom order, and names them after
+/// the passes (`ViewNames`): the net, and the views with their names in their order, are those
+/// of the named net optimized, for nets whose passes remove views and with two views of one
+/// name, the first of which by atom is built after the other.
+#[test]
+fn views_named_after_the_passes_are_the_views_of_the_named_net() {
+    let mut tied = toy();
+    tied.atoms.push(atom(AtomKind::View, "r")); // 11
+    let (head, body) = rule(11, &[lit(0, false)]);
+    tied.rules.push(head, &body);
+    let mut games = vec![("tied".to_string(), tied)];
+    for game in ["breakthrough", "connectfour", "tictactoe", "buttons"] {
+        let path = format!("{}/games/{game}.kif", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("a shipped game");
+        let desc = crate::gdl::parse(&text).expect("parses");
+        let g = crate::ground::ground(&desc, &Default::default()).expect("grounds");
+        games.push((game.to_string(), g));
+    }
+    let mut removed = 0;
+    for (name, g) in &games {
+        for parallel in [false, true] {
+            let limits = NetLimits::default();
+            let whole = named(g, &limits, parallel).expect("builds");
+            let (plain, plain_reports) = optimize_built(whole.clone(), 8);
+            let (unnamed, names) = build::build_with(g, &limits, parallel).expect("builds");
+            assert_eq!(unnamed.views.len(), whole.views.len(), "{name}");
+            let (mut later, later_reports) = passes::optimize_unnamed(unnamed, 8);
+            names.name(&mut later).expect("named");
+            assert_eq!(
+                format!("{plain:?}"),
+                format!("{later:?}"),
+                "{name}, parallel {parallel}"
+            );
+            let sizes = |r: &[PassReport]| -> Vec<(Pass, u32, NetStats)> {
+                r.iter().map(|r| (r.pass, r.round, r.stats.clone())).collect()
+            };
+            assert_eq!(sizes(&plain_reports), sizes(&later_reports), "{name}");
+            removed += whole.views.len() - plain.views.len();
+            let mut sorted = whole.views.clone();
+            sorted.sort();
+            assert_eq!(
+                whole.views, sorted,
+                "{name}: the views are sorted by name, then node"
+            );
+            if name == "tied" {
+                // The views in atom order: the two `r` are atoms 6 and 11.
+                let place = |a: usize| {
+                    g.atoms[..a]
+                        .iter()
+                        .filter(|x| !matches!(x.kind, AtomKind::True | AtomKind::Does { .. }))
+                        .count()
+                };
+                let built = build::build_with(g, &limits, parallel).expect("builds").0;
+                assert!(built.views[place(6)].1 > built.views[place(11)].1);
+                let rs: Vec<NodeId> = whole
+                    .views
+                    .iter()
+                    .filter(|(n, _)| n == "r")
+                    .map(|v| v.1)
+                    .collect();
+                assert!(rs.len() == 2 && rs[0] < rs[1], "{rs:?}");
+            }
+        }
+    }
+    assert!(removed > 0, "the passes removed some views");
 }
 
 /// On two threads, `order` copies the views' names in chunks that one thread takes from the
