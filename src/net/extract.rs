@@ -38,16 +38,11 @@ pub(super) const MIN_NODES: usize = 100_000;
 /// Gates with fewer operands take no part.
 const MIN_FANIN: usize = 4;
 
-/// How many times the gates' lists are chunked: with chunks of two on average, six levels
-/// reach runs of about 64 operands, as four levels of chunks of four did.
-const LEVELS: u32 = 6;
+/// How many times the gates' lists are chunked.
+const LEVELS: u32 = 4;
 
-/// One symbol in `CUT` (by its hash; a power of two) ends a chunk. An operand that one member
-/// of a family misses or adds breaks the chunk around it at every level, and its siblings
-/// there are written out: about `CUT - 1` operands a level. Chunks of two (six levels) rather
-/// than four (four levels) leave chess's program 99,000 operands fewer (1,998,799 instead of
-/// 2,097,952) for 7,400 gates more, and its code 5 % smaller (`doc/propnet.md`, `net21`).
-const CUT: u64 = 2;
+/// One symbol in `CUT` (by its hash; a power of two) ends a chunk.
+const CUT: u64 = 4;
 
 /// A symbol is kept as a gate when its readers would otherwise read more than this many
 /// operands more: `(readers - 1) * (operands - 1) > GATE_COST`. A gate costs more than an
