@@ -124,6 +124,14 @@ mod tests {
         assert_eq!(found, vec![vec![3], vec![1, 2], vec![0], vec![4], vec![5]]);
     }
 
+    /// `Out::settle` in the grounder skips the search for a graph without edges and takes the
+    /// vertices one by one in the order of the roots, which is what the search gives.
+    #[test]
+    fn without_edges_every_vertex_is_a_component_in_the_order_of_the_roots() {
+        let found = all(5, &[]);
+        assert_eq!(found, vec![vec![0], vec![1], vec![2], vec![3], vec![4]]);
+    }
+
     #[test]
     fn only_what_the_roots_reach_and_the_first_error_stops() {
         let edges = [(0u32, 1u32), (2, 3)];
