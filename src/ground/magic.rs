@@ -306,8 +306,9 @@ fn find(parent: &mut [u32], v: u32) -> u32 {
 /// the call does not pass that a small static relation binds (a piece, a role), links nothing.
 /// Cutting there loses which separator value went with which values of each group, which is
 /// harmless only if one side does not depend on the separator: a group stands alone only when
-/// every literal that ties it to a separator is over the state, whose over-approximation holds
-/// every square for every piece (chess's `(true (cell ?u ?v ?piece))`); all the other groups of
+/// every literal that ties it to a separator is over the state, whose over-approximation
+/// usually holds every square for every piece (chess's `(true (cell ?u ?v ?piece))`, measured
+/// on the corpus: `doc/grounding.md` §19); all the other groups of
 /// the site stay together. The relation's groups are then those every call site keeps
 /// together (the common refinement), with any two positions put back together that a literal
 /// of some caller's body links where it restricts (neither a guard nor a small static
@@ -526,10 +527,11 @@ fn site_groups(a: &AtomPat, bound: &[usize], prefix: &[Lit], nvars: usize) -> Si
             }
         });
     }
-    // A group may stand apart only if it reaches the separators through the state alone:
-    // the state's over-approximation holds every square for every piece, so which piece
-    // went with which square carries nothing. Groups that reach a separator through any
-    // other literal stay together (`joined`).
+    // A group may stand apart only if it reaches the separators through the state alone. The
+    // state's over-approximation usually holds every square for every piece, so which piece
+    // went with which square carries nothing; where it does not, the split only lets more
+    // calls through. Groups that reach a separator through any other literal stay together
+    // (`joined`).
     let mut tied = vec![false; nvars];
     for l in prefix.iter().filter(|l| !l.state) {
         if l.vars.iter().any(|&v| separator[v as usize]) {
