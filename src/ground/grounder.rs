@@ -1076,6 +1076,7 @@ impl<'d> Grounder<'d> {
             in_scc,
             &self.output,
             Mode::Derive,
+            None,
             bounds,
             &mut self.relations,
             &self.store,
@@ -1592,6 +1593,7 @@ impl<'d> Grounder<'d> {
                 &none,
                 &self.output,
                 Mode::Instantiate,
+                Some(self.k.does),
                 &bounds,
                 &mut self.relations,
                 &self.store,
@@ -2431,6 +2433,7 @@ fn run_join(jc: &JoinCx, job: Job) {
         jc.deadline,
     );
     exec.canon = &canon;
+    exec.exclusive = Some(k.does);
     exec.head_item = guard.map_or(usize::MAX, |(item, _)| item);
     let mut batch = Batch::new();
     let mut gone = false;
