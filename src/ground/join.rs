@@ -1578,6 +1578,12 @@ impl FamilySolutions {
         }
     }
 
+    /// The body of solution `i`: it ends at `ends[i]` and starts where the one before ends.
+    fn body(&self, i: usize) -> &[OutLit] {
+        let s = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.lits[s..self.ends[i] as usize]
+    }
+
     /// Numbers the link values of the solutions from `from` on (see `link_of`).
     fn number_links(&mut self, from: usize, nlink: usize) {
         for i in from..self.ends.len() {
@@ -1609,10 +1615,9 @@ impl FamilySolutions {
         ranges.clear();
         order.clear();
         for i in from..self.ends.len() {
-            let s = if i == 0 { 0 } else { self.ends[i - 1] as usize };
             let start = ids.len();
             let mut settled = true;
-            for l in &self.lits[s..self.ends[i] as usize] {
+            for l in self.body(i) {
                 match canon.get(l.atom as usize) {
                     Some(&id) if l.rel != AUX && id != u32::MAX => ids.push(id << 1 | l.negated as u32),
                     _ => {
@@ -2703,8 +2708,7 @@ impl<'a> Exec<'a> {
                         let (mut vals, mut lits, mut ends) = self.take_solutions();
                         for &i in &kept {
                             let i = i as usize;
-                            let start = if i == 0 { 0 } else { fam.ends[i - 1] as usize };
-                            lits.extend_from_slice(&fam.lits[start..fam.ends[i] as usize]);
+                            lits.extend_from_slice(fam.body(i));
                             ends.push(lits.len() as u32);
                             vals.extend_from_slice(&fam.vals[i * nout..(i + 1) * nout]);
                         }
@@ -2754,13 +2758,10 @@ impl<'a> Exec<'a> {
         kept: &[u32],
     ) -> Option<SubEntries> {
         let does = self.exclusive?;
-        fn body(fam: &FamilySolutions, i: usize) -> &[OutLit] {
-            let s = if i == 0 { 0 } else { fam.ends[i - 1] as usize };
-            &fam.lits[s..fam.ends[i] as usize]
-        }
         // The `does` atom and role of every solution up to `hi`, found once.
         for i in fam.does_of.len()..hi {
-            let d = body(fam, i)
+            let d = fam
+                .body(i)
                 .iter()
                 .find(|l| l.rel == does && !l.negated)
                 .map_or(NO_DOES, |l| l.atom);
@@ -2803,7 +2804,7 @@ impl<'a> Exec<'a> {
             let all = match fam.by_role.get(&(f, role)) {
                 Some(&n) => n,
                 None => {
-                    let n = self.new_aux((lo..hi).filter(|&i| fam.role_of[i] == role).map(|i| body(fam, i)));
+                    let n = self.new_aux((lo..hi).filter(|&i| fam.role_of[i] == role).map(|i| fam.body(i)));
                     fam.by_role.insert((f, role), n);
                     n
                 }
@@ -2818,7 +2819,7 @@ impl<'a> Exec<'a> {
                     dropped
                         .iter()
                         .filter(|&&i| fam.role_of[i] == role)
-                        .map(|&i| body(fam, i)),
+                        .map(|&i| fam.body(i)),
                 );
                 let gone = OutLit {
                     rel: AUX,
