@@ -121,6 +121,9 @@ pub(crate) struct Grounder<'d> {
     role_index: FxHashMap<TermId, u32>,
     /// `name/arity` of every relation, for messages.
     rel_names: Vec<String>,
+    /// How many relations `normalize` made of `or`s: their symbols follow the game's, and
+    /// come before those of the magic relations and of variable elimination.
+    or_relations: u32,
     dynamic: Vec<bool>,
     reached: Vec<bool>,
     /// The magic relations of the demand-driven transformation: joined, never output.
@@ -213,7 +216,7 @@ impl<'d> Grounder<'d> {
             goal: rels.id(kw.goal, 2),
             terminal: rels.id(kw.terminal, 0),
         };
-        let mut conjs = normalize::normalize(desc, &mut store, &mut rels)?;
+        let (mut conjs, or_relations) = normalize::normalize(desc, &mut store, &mut rels)?;
         let opaque = opaque_relations(desc, &options.opaque, &mut rels, &conjs)?;
         // GDL's relations keep their arguments: they are the game's interface; so do the
         // opaque relations, whose atoms are asked by name.
@@ -284,7 +287,11 @@ impl<'d> Grounder<'d> {
         let rel_names = (0..n as RelId)
             .map(|r| {
                 let (s, a) = rels.key(r);
-                format!("{}/{a}", desc.symbols.name(s))
+                match (s.0 as usize).checked_sub(desc.symbols.len()) {
+                    // A relation of an `or` (`normalize`).
+                    Some(k) => format!(";or{k}/{a}"),
+                    None => format!("{}/{a}", desc.symbols.name(s)),
+                }
             })
             .collect();
         let mut g = Grounder {
@@ -299,6 +306,7 @@ impl<'d> Grounder<'d> {
             role_names,
             role_index,
             rel_names,
+            or_relations,
             dynamic: vec![false; n],
             reached: vec![false; n],
             guard: vec![false; n],
@@ -535,7 +543,7 @@ impl<'d> Grounder<'d> {
         let small: Vec<bool> = (0..n)
             .map(|r| self.evaluated[r] && self.relations[r].rows.len() <= magic::SMALL)
             .collect();
-        let symbols = self.desc.symbols.len() as u32;
+        let symbols = self.desc.symbols.len() as u32 + self.or_relations;
         let magic_for = magic::transform(
             &mut self.conjs,
             &mut self.rels,
@@ -1836,7 +1844,15 @@ impl<'d> Grounder<'d> {
         std::thread::scope(|scope| {
             scope.spawn(move || drop(relations));
             let sort = scope.spawn(|| rules.sort_dedup());
-            atom_texts(&mut atoms, &out.term_of, &aux_num, &store, symbols, workers);
+            atom_texts(
+                &mut atoms,
+                &out.term_of,
+                &aux_num,
+                &store,
+                symbols,
+                self.or_relations,
+                workers,
+            );
             drop(store);
             // A panic of the sort is the sort's; it is passed on as it is.
             if let Err(p) = sort.join() {
@@ -2450,7 +2466,11 @@ fn run_join(jc: &JoinCx, job: Job) {
     let mut pending = LaterHeads::default();
     let missed = |args: &[TermId]| {
         let symbols = &jc.desc.symbols;
-        let mut text = format!("({}", symbols.name(conj.head.sym));
+        let head = match (conj.head.sym.0 as usize) < symbols.len() {
+            true => symbols.name(conj.head.sym),
+            false => name.as_str(),
+        };
+        let mut text = format!("({head}");
         for &a in args {
             text.push(' ');
             text.push_str(&jc.store.text(a, symbols));
@@ -3206,6 +3226,7 @@ fn atom_texts(
     aux_num: &[u32],
     store: &TermStore,
     symbols: &crate::gdl::Symbols,
+    or_relations: u32,
     threads: usize,
 ) {
     // Each text is written into a reused buffer and then copied into a string of its own
@@ -3226,8 +3247,13 @@ fn atom_texts(
                         store.write(store.args(t)[1], symbols, &mut buf)
                     }
                     AtomKind::View if store.functor(t).0 as usize >= symbols.len() => {
-                        // A relation of variable elimination (`eliminate`).
-                        let _ = write!(buf, "(;elim {}", store.functor(t).0 as usize - symbols.len());
+                        // A relation of an `or` (`normalize`), or of variable elimination
+                        // (`eliminate`), whose symbols come after those of the magic relations.
+                        let k = store.functor(t).0 as usize - symbols.len();
+                        let _ = match k.checked_sub(or_relations as usize) {
+                            None => write!(buf, "(;or {k}"),
+                            Some(e) => write!(buf, "(;elim {e}"),
+                        };
                         for &arg in store.args(t) {
                             buf.push(' ');
                             store.write(arg, symbols, &mut buf);
@@ -3734,7 +3760,7 @@ mod tests {
         let desc = crate::gdl::parse_syntax(src).expect("the test text parses");
         let mut store = TermStore::default();
         let mut rels = RelTable::default();
-        normalize(&desc, &mut store, &mut rels).expect("normalizes")
+        normalize(&desc, &mut store, &mut rels).expect("normalizes").0
     }
 
     #[test]
@@ -3747,6 +3773,7 @@ mod tests {
         let mut rels = RelTable::default();
         let c = normalize(&desc, &mut store, &mut rels)
             .expect("normalizes")
+            .0
             .remove(0);
         let Item::Pos(does) = &c.body[0] else {
             panic!("the first literal is the move")

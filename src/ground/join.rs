@@ -3507,7 +3507,7 @@ mod tests {
         let desc = crate::gdl::parse_syntax(src).expect("the test text parses");
         let mut store = TermStore::default();
         let mut rels = RelTable::default();
-        let mut conjs = normalize(&desc, &mut store, &mut rels).expect("normalizes");
+        let mut conjs = normalize(&desc, &mut store, &mut rels).expect("normalizes").0;
         conjs.remove(0)
     }
 

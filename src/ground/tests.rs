@@ -1276,3 +1276,33 @@ fn members_that_keep_most_moves_are_written_as_the_complement_of_those_they_drop
     // other: the complement is taken role by role, and the game plays as the reference plays it.
     assert!(agrees(FRAME, 40) > 0);
 }
+
+/// A game whose view `lit` is an `or` of two state atoms over the same variable, read by a
+/// `next` rule and by the goals.
+const ORS: &str = "
+    (role p)
+    (init (a 1)) (init (b 2)) (init (c 0))
+    (n 1) (n 2) (n 3)
+    (succ 0 1) (succ 1 2) (succ 2 3) (succ 3 4)
+    (<= (legal p (flip ?x)) (n ?x))
+    (<= (lit ?x) (n ?x) (or (true (a ?x)) (true (b ?x))))
+    (<= (next (a ?x)) (does p (flip ?x)) (not (true (a ?x))))
+    (<= (next (a ?x)) (true (a ?x)) (does p (flip ?y)) (distinct ?x ?y))
+    (<= (next (b ?y)) (lit ?x) (succ ?x ?y) (n ?y))
+    (<= (next (c ?n)) (true (c ?m)) (succ ?m ?n))
+    (<= terminal (true (c 4)))
+    (<= (goal p 100) (lit 3))
+    (<= (goal p 0) (not (lit 3)))
+";
+
+#[test]
+fn an_or_of_atoms_is_grounded_as_a_relation_and_plays_as_written() {
+    let g = ground_src(ORS);
+    let all = rules(&g);
+    assert!(
+        all.iter().any(|r| r.contains("(;or ")),
+        "the or is not a relation:\n{}",
+        all.join("\n")
+    );
+    assert!(agrees(ORS, 30) > 0);
+}
