@@ -188,17 +188,11 @@ pub(crate) fn normalize(
         let head = cx.atom(&rule.head);
         let mut bodies: Vec<Vec<Item>> = vec![Vec::new()];
         for l in &rule.body {
-            if let Some(vars) = or_of_atoms(l) {
+            if let Some((vars, atoms)) = or_of_atoms(l) {
                 let sym = Symbol(desc.symbols.len() as u32 + ors);
                 ors += 1;
                 let rel = cx.rels.id(sym, vars.len());
-                let Literal::Or(ls, _) = l else {
-                    unreachable!("or_of_atoms takes ors")
-                };
-                for d in ls {
-                    let Literal::Atom(a) = d else {
-                        unreachable!("or_of_atoms takes atoms")
-                    };
+                for a in atoms {
                     let mut dcx = RuleCx {
                         store: cx.store,
                         rels: cx.rels,
@@ -240,32 +234,38 @@ pub(crate) fn normalize(
     Ok((out, ors))
 }
 
-/// The variables of `l`, in order of first occurrence, when it is an `or` of at least two
-/// atoms that all have these variables and no other.
-fn or_of_atoms(l: &Literal) -> Option<Vec<Symbol>> {
+/// When `l` is an `or` of at least two atoms that all have the same variables and no other:
+/// those variables, in order of first occurrence, and the atoms.
+fn or_of_atoms(l: &Literal) -> Option<(Vec<Symbol>, Vec<&Atom>)> {
     let Literal::Or(ls, _) = l else { return None };
     if ls.len() < 2 {
         return None;
     }
-    let vars_of = |d: &Literal| -> Option<Vec<Symbol>> {
-        let Literal::Atom(a) = d else { return None };
+    let atoms: Vec<&Atom> = ls
+        .iter()
+        .map(|d| match d {
+            Literal::Atom(a) => Some(a),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let vars_of = |a: &Atom| {
         let mut vars = Vec::new();
         for t in &a.args {
             term_vars(t, &mut vars);
         }
-        Some(vars)
+        vars
     };
-    let first = vars_of(&ls[0])?;
+    let first = vars_of(atoms[0]);
     let mut sorted = first.clone();
     sorted.sort_unstable();
-    for d in &ls[1..] {
-        let mut v = vars_of(d)?;
+    for a in &atoms[1..] {
+        let mut v = vars_of(a);
         v.sort_unstable();
         if v != sorted {
             return None;
         }
     }
-    (!first.is_empty()).then_some(first)
+    (!first.is_empty()).then_some((first, atoms))
 }
 
 /// Adds the variables of `t` not in `vars` yet, in order.
