@@ -1362,3 +1362,57 @@ fn members_that_drop_a_few_of_many_bodies_are_written_as_a_cover_of_segments() {
     // is legal in some states and not in others.
     assert!(agrees(COVER, 60) > 0);
 }
+
+/// A game whose `blocked` is read only under `not`, and only with its argument known: its
+/// calls are the cells, and no rule can derive `(blocked 5)`.
+const BLOCKED: &str = "
+    (role p)
+    (cell 1) (cell 2) (cell 3) (cell 4) (cell 5)
+    (small 1) (small 2) (small 3) (small 4)
+    (next_to 1 2) (next_to 2 3) (next_to 3 4)
+    (succ 0 1) (succ 1 2) (succ 2 3) (succ 3 4) (succ 4 5)
+    (init (mark 1))
+    (init (step 0))
+    (<= (blocked ?c) (true (mark ?c)) (small ?c))
+    (<= (blocked ?c) (true (mark ?d)) (next_to ?d ?c))
+    (<= (legal p (put ?c)) (cell ?c) (not (blocked ?c)))
+    (<= (legal p pass) (true (step ?n)))
+    (<= (next (mark ?c)) (does p (put ?c)))
+    (<= (next (mark ?c)) (true (mark ?c)))
+    (<= (next (step ?n)) (true (step ?m)) (succ ?m ?n))
+    (<= terminal (true (step 5)))
+    (<= (goal p 100) (true (mark 5)))
+    (<= (goal p 0) (not (true (mark 5))))
+";
+
+#[test]
+fn a_relation_read_only_under_not_takes_its_calls_as_atoms_in_the_fixpoint() {
+    let (g, stats) = super::ground_with_stats(&parse(BLOCKED), &GroundLimits::default()).expect("it grounds");
+    // The fixpoint ran the grounder's own rule (line 0), "every call holds", not the game's.
+    let blocked: Vec<u32> = stats
+        .derivations
+        .iter()
+        .filter(|d| d.relation == "blocked/1")
+        .map(|d| d.line)
+        .collect();
+    assert_eq!(blocked, [0], "{:?}", stats.derivations);
+    // A call no rule derives is an atom without rules, false in every state; the rules that
+    // negate it keep it.
+    let all = rules(&g);
+    assert!(
+        g.atoms.iter().any(|a| a.text == "(blocked 5)"),
+        "{}",
+        all.join("\n")
+    );
+    assert!(
+        !all.iter().any(|r| r.starts_with("(blocked 5) <=")),
+        "{}",
+        all.join("\n")
+    );
+    assert!(
+        all.contains(&"(legal p (put 5)) <= (not (blocked 5))".to_string()),
+        "{}",
+        all.join("\n")
+    );
+    assert!(agrees(BLOCKED, 30) > 0);
+}
