@@ -1486,6 +1486,9 @@ struct FamilySolutions {
     role_of: Vec<TermId>,
     /// The auxiliary atom of all of a family's solutions of one role, by family and role.
     by_role: FxHashMap<(u32, TermId), u32>,
+    /// The auxiliary atoms of the segments of a family's ranked bodies that members written
+    /// as a cover have used (`Exec::cover_entries`), by family and segment `a..b`.
+    segments: FxHashMap<(u32, u32, u32), u32>,
 }
 
 /// Whether a member that keeps `kept` of its family's `hi - lo` solutions is worth writing as
@@ -1505,6 +1508,10 @@ const NO_DOES: TermId = TermId::MAX;
 /// `or`: with 16, breakthrough's frame rule took its program from 745 to 873 gates, and 14
 /// other small games grew alike.
 const MIN_COMPLEMENT: usize = 1024;
+
+/// The fewest distinct bodies a member must keep to be written as a cover of segments
+/// (`Exec::cover_entries`).
+const MIN_COVER: usize = 12;
 
 /// In `FamilySolutions::canon_rank`, a solution with an atom not settled.
 const NOT_SETTLED: u32 = u32::MAX;
@@ -1541,6 +1548,7 @@ impl Default for FamilySolutions {
             does_of: Vec::new(),
             role_of: Vec::new(),
             by_role: FxHashMap::default(),
+            segments: FxHashMap::default(),
         }
     }
 }
@@ -1575,6 +1583,7 @@ impl FamilySolutions {
             does_of: Vec::new(),
             role_of: Vec::new(),
             by_role: FxHashMap::default(),
+            segments: FxHashMap::default(),
         }
     }
 
@@ -2697,6 +2706,12 @@ impl<'a> Exec<'a> {
                     } else {
                         None
                     };
+                    let complement = match complement {
+                        None if nout == 0 && kept.len() >= MIN_COVER => {
+                            self.cover_entries(sub, fam, f, lo, hi, &kept)
+                        }
+                        c => c,
+                    };
                     if let Some(e) = complement {
                         self.by_set = small;
                         if small {
@@ -2838,6 +2853,157 @@ impl<'a> Exec<'a> {
                 .chain(lone.iter().map(std::slice::from_ref)),
         );
         Some(std::iter::once((Box::<[TermId]>::from([]), SubResult::Aux(n))).collect())
+    }
+
+    /// The entries of a member of family `f` (its solutions `lo..hi`) that keeps the
+    /// solutions `kept` (in order), written as the `or` of a few segments of the family's
+    /// distinct bodies rather than of every body it keeps. The bodies are ranked as the
+    /// settled identities read them (`FamilySolutions::canon_rank`), and the ranks `0..m`
+    /// split in halves recursively, each segment of two or more an auxiliary atom, the `or`
+    /// of its halves, made once per family. A member that drops a few bodies keeps whole
+    /// segments but for the ones on the way to each dropped body: chess's check test, "some
+    /// piece other than the captured one attacks the king", has a family per target and
+    /// ignored square of about 24 attackers, and each captured square drops one of them, so a
+    /// member is an `or` of about five segments instead of 23 bodies. Because the segments
+    /// follow the ranks, families with the same bodies make segments with the same
+    /// definitions, which the output identifies. `None` when a body is not settled or empty,
+    /// or when the cover would not take at most a third of the rules of the bodies kept; the
+    /// entries are then made from the solutions kept.
+    fn cover_entries(
+        &mut self,
+        sub: usize,
+        fam: &mut FamilySolutions,
+        f: u32,
+        lo: usize,
+        hi: usize,
+        kept: &[u32],
+    ) -> Option<SubEntries> {
+        // The ranks of the bodies as the settled identities read them; where an atom is not
+        // settled, the solutions' own order (equal bodies then stand apart, which the output's
+        // removal of repeated rules absorbs).
+        let ranked = !fam.canon_rank[lo..hi].contains(&NOT_SETTLED);
+        let m = if ranked {
+            (fam.rank_first[f as usize + 1] - fam.rank_first[f as usize]) as usize
+        } else {
+            hi - lo
+        };
+        let rank = |i: usize| {
+            if ranked {
+                fam.canon_rank[i] as usize
+            } else {
+                i - lo
+            }
+        };
+        if m < MIN_COVER {
+            return None;
+        }
+        // A solution of each rank, and which ranks the member keeps.
+        let mut rep = vec![u32::MAX; m];
+        for i in lo..hi {
+            let r = rank(i);
+            if rep[r] == u32::MAX {
+                rep[r] = i as u32;
+            }
+        }
+        // Bodies that read a move are left to the passes, which make less of a written-out
+        // `or` of moves than of its segments (breakthrough's program would grow from 745 to
+        // 859 gates, and eleven other small games' alike).
+        let reads_move = |b: &[OutLit]| b.iter().any(|l| Some(l.rel) == self.exclusive);
+        if rep
+            .iter()
+            .any(|&i| fam.body(i as usize).is_empty() || reads_move(fam.body(i as usize)))
+        {
+            return None;
+        }
+        let mut keeps = vec![false; m];
+        for &i in kept {
+            keeps[rank(i as usize)] = true;
+        }
+        let nkept = keeps.iter().filter(|&&k| k).count();
+        if nkept < MIN_COVER {
+            return None;
+        }
+        // `before[r]`: how many of the ranks below `r` are kept.
+        let mut before = Vec::with_capacity(m + 1);
+        before.push(0u32);
+        for &k in &keeps {
+            before.push(before.last().copied().unwrap_or(0) + u32::from(k));
+        }
+        let mut cover: Vec<(u32, u32)> = Vec::new();
+        fn walk(a: u32, b: u32, before: &[u32], cover: &mut Vec<(u32, u32)>) {
+            let n = before[b as usize] - before[a as usize];
+            if n == 0 {
+                return;
+            }
+            if n == b - a {
+                cover.push((a, b));
+                return;
+            }
+            let mid = a + (b - a) / 2;
+            walk(a, mid, before, cover);
+            walk(mid, b, before, cover);
+        }
+        walk(0, m as u32, &before, &mut cover);
+        if 3 * cover.len() > nkept {
+            return None;
+        }
+        // A member with the same bodies as one written before takes its atom.
+        let mut content = std::mem::take(&mut self.kept_content);
+        let known = ranked && fam.kept_content(f as usize, kept, &mut self.content_ids, &mut content);
+        let found = if known {
+            self.shared[sub].get(content.as_slice()).copied()
+        } else {
+            None
+        };
+        let n = match found {
+            Some(n) => n,
+            None => {
+                let n = match cover[..] {
+                    [(a, b)] => self.segment(fam, f, a, b, &rep),
+                    _ => {
+                        let parts: Vec<Vec<OutLit>> = cover
+                            .iter()
+                            .map(|&(a, b)| self.half(fam, f, a, b, &rep))
+                            .collect();
+                        self.new_aux(parts.iter().map(Vec::as_slice))
+                    }
+                };
+                if known {
+                    self.shared[sub].insert(content.as_slice().into(), n);
+                }
+                n
+            }
+        };
+        self.kept_content = content;
+        Some(std::iter::once((Box::<[TermId]>::from([]), SubResult::Aux(n))).collect())
+    }
+
+    /// The auxiliary atom of the segment `a..b` (of at least two ranks) of family `f`'s
+    /// ranked bodies (`rep` holds a solution of each rank): the `or` of its halves.
+    fn segment(&mut self, fam: &mut FamilySolutions, f: u32, a: u32, b: u32, rep: &[u32]) -> u32 {
+        if let Some(&n) = fam.segments.get(&(f, a, b)) {
+            return n;
+        }
+        let mid = a + (b - a) / 2;
+        let left = self.half(fam, f, a, mid, rep);
+        let right = self.half(fam, f, mid, b, rep);
+        let n = self.new_aux([left.as_slice(), right.as_slice()]);
+        fam.segments.insert((f, a, b), n);
+        n
+    }
+
+    /// The body that stands for segment `a..b` in an `or`: the rank's body for a segment of
+    /// one, the segment's auxiliary atom otherwise.
+    fn half(&mut self, fam: &mut FamilySolutions, f: u32, a: u32, b: u32, rep: &[u32]) -> Vec<OutLit> {
+        if b - a == 1 {
+            fam.body(rep[a as usize] as usize).to_vec()
+        } else {
+            vec![OutLit {
+                rel: AUX,
+                atom: self.segment(fam, f, a, b, rep),
+                negated: false,
+            }]
+        }
     }
 
     /// The entries of sub-join `sub` from its solutions: solution `i` has the out values

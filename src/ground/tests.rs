@@ -1306,3 +1306,113 @@ fn an_or_of_atoms_is_grounded_as_a_relation_and_plays_as_written() {
     );
     assert!(agrees(ORS, 30) > 0);
 }
+
+/// A game of two targets, each hit by rays from any of 16 squares, which the player cuts and
+/// grows: `hit` asks whether a ray other than the one from square `c` reaches target `k`, and
+/// `pick` is legal where none does. Each target's 16 rays are one family of `hit`'s check,
+/// and each square drops one of them.
+const COVER: &str = "
+    (role me)
+    (side me me)
+    (sq 1) (sq 2) (sq 3) (sq 4) (sq 5) (sq 6) (sq 7) (sq 8)
+    (sq 9) (sq 10) (sq 11) (sq 12) (sq 13) (sq 14) (sq 15) (sq 16)
+    (tg 1) (tg 2)
+    (succ 0 1) (succ 1 2) (succ 2 3) (succ 3 4) (succ 4 5) (succ 5 6) (succ 6 7) (succ 7 8)
+    (succ 8 9) (succ 9 10) (succ 10 11) (succ 11 12) (succ 12 13) (succ 13 14) (succ 14 15)
+    (succ 15 16) (succ 16 17) (succ 17 18) (succ 18 19) (succ 19 20)
+    (<= (init (ray me 1 ?k)) (tg ?k))
+    (<= (init (ray me 2 ?k)) (tg ?k))
+    (init (step 0))
+    (<= (hit ?p ?c ?k) (side ?p ?q) (true (ray ?q ?u ?k)) (distinct ?u ?c))
+    (<= (legal ?p (cut ?u ?k)) (true (ray ?p ?u ?k)))
+    (<= (legal ?p (grow ?u ?k)) (role ?p) (sq ?u) (tg ?k) (not (true (ray ?p ?u ?k))))
+    (<= (legal ?p (pick ?c ?k)) (role ?p) (sq ?c) (tg ?k) (not (hit ?p ?c ?k)))
+    (<= (legal ?p wait) (role ?p))
+    (<= (next (ray ?q ?u ?k)) (true (ray ?q ?u ?k)) (not (does ?q (cut ?u ?k))))
+    (<= (next (ray ?q ?u ?k)) (does ?q (grow ?u ?k)))
+    (<= (next picked) (does ?p (pick ?c ?k)))
+    (<= (next picked) (true picked))
+    (<= (next (step ?n)) (true (step ?m)) (succ ?m ?n))
+    (<= terminal (true (step 20)))
+    (<= (goal me 100) (true picked))
+    (<= (goal me 0) (not (true picked)))
+";
+
+#[test]
+fn members_that_drop_a_few_of_many_bodies_are_written_as_a_cover_of_segments() {
+    let g = ground_src(COVER);
+    let all = rules(&g);
+    // Written out, each of the 32 `hit` atoms has 15 rules (480 in all); as covers, each is the
+    // `or` of at most four segments, and each target's segments take two rules each.
+    let hit_or_aux = all
+        .iter()
+        .filter(|r| r.starts_with("(hit ") || r.starts_with("(;aux"))
+        .count();
+    assert!(
+        all.iter().any(
+            |r| r.split_once(" <= ").is_some_and(|(h, b)| h.starts_with("(;aux")
+                && b.starts_with("(;aux")
+                && b.matches('(').count() == 1)
+        ),
+        "no segment is the or of segments:\n{}",
+        all.join("\n")
+    );
+    assert!(hit_or_aux < 480 / 2, "{hit_or_aux} rules:\n{}", all.join("\n"));
+    // The game plays as the reference plays it: each target starts with two rays, so `pick`
+    // is legal in some states and not in others.
+    assert!(agrees(COVER, 60) > 0);
+}
+
+/// A game whose `blocked` is read only under `not`, and only with its argument known: its
+/// calls are the cells, and no rule can derive `(blocked 5)`.
+const BLOCKED: &str = "
+    (role p)
+    (cell 1) (cell 2) (cell 3) (cell 4) (cell 5)
+    (small 1) (small 2) (small 3) (small 4)
+    (next_to 1 2) (next_to 2 3) (next_to 3 4)
+    (succ 0 1) (succ 1 2) (succ 2 3) (succ 3 4) (succ 4 5)
+    (init (mark 1))
+    (init (step 0))
+    (<= (blocked ?c) (true (mark ?c)) (small ?c))
+    (<= (blocked ?c) (true (mark ?d)) (next_to ?d ?c))
+    (<= (legal p (put ?c)) (cell ?c) (not (blocked ?c)))
+    (<= (legal p pass) (true (step ?n)))
+    (<= (next (mark ?c)) (does p (put ?c)))
+    (<= (next (mark ?c)) (true (mark ?c)))
+    (<= (next (step ?n)) (true (step ?m)) (succ ?m ?n))
+    (<= terminal (true (step 5)))
+    (<= (goal p 100) (true (mark 5)))
+    (<= (goal p 0) (not (true (mark 5))))
+";
+
+#[test]
+fn a_relation_read_only_under_not_takes_its_calls_as_atoms_in_the_fixpoint() {
+    let (g, stats) = super::ground_with_stats(&parse(BLOCKED), &GroundLimits::default()).expect("it grounds");
+    // The fixpoint ran the grounder's own rule (line 0), "every call holds", not the game's.
+    let blocked: Vec<u32> = stats
+        .derivations
+        .iter()
+        .filter(|d| d.relation == "blocked/1")
+        .map(|d| d.line)
+        .collect();
+    assert_eq!(blocked, [0], "{:?}", stats.derivations);
+    // A call no rule derives is an atom without rules, false in every state; the rules that
+    // negate it keep it.
+    let all = rules(&g);
+    assert!(
+        g.atoms.iter().any(|a| a.text == "(blocked 5)"),
+        "{}",
+        all.join("\n")
+    );
+    assert!(
+        !all.iter().any(|r| r.starts_with("(blocked 5) <=")),
+        "{}",
+        all.join("\n")
+    );
+    assert!(
+        all.contains(&"(legal p (put 5)) <= (not (blocked 5))".to_string()),
+        "{}",
+        all.join("\n")
+    );
+    assert!(agrees(BLOCKED, 30) > 0);
+}
