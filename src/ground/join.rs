@@ -2866,8 +2866,8 @@ impl<'a> Exec<'a> {
     /// ignored square of about 24 attackers, and each captured square drops one of them, so a
     /// member is an `or` of about five segments instead of 23 bodies. Because the segments
     /// follow the ranks, families with the same bodies make segments with the same
-    /// definitions, which the output identifies. `None` when a body is not settled or empty,
-    /// or when the cover would not take at most a third of the rules of the bodies kept; the
+    /// definitions, which the output identifies. `None` when a body is empty or reads a move,
+    /// or when the cover would have more than a third as many parts as the bodies kept; the
     /// entries are then made from the solutions kept.
     fn cover_entries(
         &mut self,
