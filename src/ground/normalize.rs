@@ -249,10 +249,12 @@ fn or_of_atoms(l: &Literal) -> Option<(Vec<Symbol>, Vec<&Atom>)> {
         })
         .collect::<Option<_>>()?;
     let vars_of = |a: &Atom| {
-        let mut vars = Vec::new();
-        for t in &a.args {
-            term_vars(t, &mut vars);
-        }
+        let mut vars: Vec<Symbol> = Vec::new();
+        a.for_each_var(&mut |v| {
+            if !vars.contains(&v) {
+                vars.push(v);
+            }
+        });
         vars
     };
     let first = vars_of(atoms[0]);
@@ -266,19 +268,6 @@ fn or_of_atoms(l: &Literal) -> Option<(Vec<Symbol>, Vec<&Atom>)> {
         }
     }
     (!first.is_empty()).then_some((first, atoms))
-}
-
-/// Adds the variables of `t` not in `vars` yet, in order.
-fn term_vars(t: &Term, vars: &mut Vec<Symbol>) {
-    match t {
-        Term::Var(v) => {
-            if !vars.contains(v) {
-                vars.push(*v);
-            }
-        }
-        Term::Const(_) => {}
-        Term::Func(_, args) => args.iter().for_each(|a| term_vars(a, vars)),
-    }
 }
 
 fn too_large(desc: &Description, i: usize, span: Span) -> GroundError {
