@@ -745,13 +745,6 @@ impl<'d> Grounder<'d> {
                 continue;
             }
             let vars: Box<[Pat]> = (0..arity as u32).map(Pat::Var).collect();
-            let var_names = self
-                .conjs
-                .iter()
-                .find(|c| c.head.rel == p as RelId)
-                .and_then(|c| c.var_names.first().copied())
-                .map(|name| vec![name; arity])
-                .unwrap_or_default();
             self.conjs.push(Conj {
                 head: AtomPat {
                     rel: p as RelId,
@@ -765,7 +758,9 @@ impl<'d> Grounder<'d> {
                 })],
                 nvars: arity,
                 rule: None,
-                var_names,
+                // As the stand-in of an opaque relation names them: every variable is bound
+                // by the guard, so no message names one.
+                var_names: vec![self.desc.keywords.true_; arity],
                 magic: false,
             });
         }
