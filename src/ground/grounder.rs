@@ -216,7 +216,7 @@ impl<'d> Grounder<'d> {
             goal: rels.id(kw.goal, 2),
             terminal: rels.id(kw.terminal, 0),
         };
-        let (mut conjs, or_relations) = normalize::normalize(desc, &mut store, &mut rels)?;
+        let (mut conjs, mut or_relations) = normalize::normalize(desc, &mut store, &mut rels)?;
         let opaque = opaque_relations(desc, &options.opaque, &mut rels, &conjs)?;
         // GDL's relations keep their arguments: they are the game's interface; so do the
         // opaque relations, whose atoms are asked by name.
@@ -231,6 +231,13 @@ impl<'d> Grounder<'d> {
         project::drop_irrelevant_arguments(&mut conjs, &mut rels, |r| {
             keep.contains(&r) || opaque.get(r as usize).is_some_and(|&o| o)
         });
+        // The relations split off take symbols after those of the `or`s, and print as they do.
+        or_relations += project::split_partly_irrelevant(
+            &mut conjs,
+            &mut rels,
+            |r| keep.contains(&r) || opaque.get(r as usize).is_some_and(|&o| o),
+            desc.symbols.len() as u32 + or_relations,
+        );
 
         // The grounder's own rules: the state holds what `init` and `next` give, and a role
         // may play what is legal for it.

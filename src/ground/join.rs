@@ -9,7 +9,7 @@
 //! every candidate is unified with the literal in full.
 
 use super::normalize::{AtomPat, Conj, Item, Pat, RelId};
-use super::terms::{same_ids, TermId, TermStore, UNBOUND};
+use super::terms::{same_ids, TermId, TermStore, TOUCH, UNBOUND};
 use hashbrown::HashTable;
 use rustc_hash::FxHashMap;
 use std::hash::Hasher;
@@ -2168,15 +2168,19 @@ impl<'a> Exec<'a> {
                             }
                             _ => (lo, hi),
                         };
-                        for pos in lo..hi {
-                            if skip(pos) || report && self.head_known_at(pos) {
-                                continue;
-                            }
-                            if report {
-                                self.head_pos = pos;
-                            }
-                            if self.try_row(conj, plan, steps, &at, relation.rows[pos], emit)? {
-                                break;
+                        'rows: for from in (lo..hi).step_by(TOUCH) {
+                            let to = (from + TOUCH).min(hi);
+                            std::hint::black_box(self.store.touch_terms(&relation.rows[from..to]));
+                            for pos in from..to {
+                                if skip(pos) || report && self.head_known_at(pos) {
+                                    continue;
+                                }
+                                if report {
+                                    self.head_pos = pos;
+                                }
+                                if self.try_row(conj, plan, steps, &at, relation.rows[pos], emit)? {
+                                    break 'rows;
+                                }
                             }
                         }
                     }
@@ -2207,24 +2211,39 @@ impl<'a> Exec<'a> {
                         let Some(&head) = index.heads.get(&finish(h)) else {
                             return Ok(());
                         };
+                        // The bucket's positions in groups of `TOUCH`, whose rows' records are
+                        // read together before the rows are tried.
                         let mut pos = head;
-                        while pos != NIL {
-                            let p = pos as usize;
-                            pos = index.older[p];
-                            if p >= hi {
-                                continue;
+                        let mut group = [0u32; TOUCH];
+                        let mut rows = [0 as TermId; TOUCH];
+                        'bucket: while pos != NIL {
+                            let mut n = 0;
+                            while pos != NIL && n < TOUCH {
+                                let p = pos as usize;
+                                pos = index.older[p];
+                                if p >= hi {
+                                    continue;
+                                }
+                                if p < lo {
+                                    pos = NIL;
+                                    break;
+                                }
+                                group[n] = p as u32;
+                                rows[n] = relation.rows[p];
+                                n += 1;
                             }
-                            if p < lo {
-                                break;
-                            }
-                            if skip(p) || report && self.head_known_at(p) {
-                                continue;
-                            }
-                            if report {
-                                self.head_pos = p;
-                            }
-                            if self.try_row(conj, plan, steps, &at, relation.rows[p], emit)? {
-                                break;
+                            std::hint::black_box(self.store.touch_terms(&rows[..n]));
+                            for (&p, &row) in group[..n].iter().zip(&rows[..n]) {
+                                let p = p as usize;
+                                if skip(p) || report && self.head_known_at(p) {
+                                    continue;
+                                }
+                                if report {
+                                    self.head_pos = p;
+                                }
+                                if self.try_row(conj, plan, steps, &at, row, emit)? {
+                                    break 'bucket;
+                                }
                             }
                         }
                     }

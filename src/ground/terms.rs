@@ -25,6 +25,8 @@ pub(crate) const PENDING: u8 = 2;
 const HEADER: usize = 5;
 const FUNCTOR: usize = 0;
 const LEN: usize = 1;
+/// The most terms [`TermStore::touch_terms`] reads at once.
+pub(crate) const TOUCH: usize = 16;
 const ID: usize = 2;
 const META: usize = 3;
 const POS: usize = 4;
@@ -383,6 +385,22 @@ impl TermStore {
     #[inline]
     pub fn functor(&self, t: TermId) -> Symbol {
         Symbol(self.data[self.at(t) + FUNCTOR])
+    }
+
+    /// Reads the records of the terms `ts` (at most [`TOUCH`]), so that the reads of their
+    /// arguments that follow find them in the cache: the places of all of them first, then the
+    /// records, each round of reads independent of one another, where reading each term's
+    /// arguments in turn waits for two misses per term (a relation's rows in a join). The
+    /// value is of no use; pass it to `std::hint::black_box` so the reads stay.
+    #[inline]
+    pub fn touch_terms(&self, ts: &[TermId]) -> u32 {
+        let mut at = [0u32; TOUCH];
+        for (a, &t) in at.iter_mut().zip(ts) {
+            *a = self.offsets[t as usize];
+        }
+        at[..ts.len().min(TOUCH)]
+            .iter()
+            .fold(0, |acc, &a| acc ^ self.data[a as usize + LEN])
     }
 
     /// The arguments of a term (empty for a constant).

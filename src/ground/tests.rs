@@ -1429,3 +1429,58 @@ fn a_relation_read_only_under_not_takes_its_calls_as_atoms_in_the_fixpoint() {
     );
     assert!(agrees(BLOCKED, 30) > 0);
 }
+
+/// A game whose `threat` has three rules, two of which never read its third argument (the
+/// ignored cell) beyond checking that it is a cell.
+const IGNORED: &str = "
+    (role p)
+    (cell 1) (cell 2) (cell 3)
+    (succ 0 1) (succ 1 2) (succ 2 3) (succ 3 4) (succ 4 5)
+    (init (on 1))
+    (init (step 0))
+    (<= (threat ?x ?y ?i) (true (on ?x)) (cell ?y) (cell ?i))
+    (<= (threat ?x ?y ?i) (true (on ?y)) (cell ?x) (cell ?i))
+    (<= (threat ?x ?y ?i) (true (on ?i)) (cell ?x) (cell ?y) (distinct ?x ?y))
+    (<= (legal p (mark ?x ?y ?i)) (cell ?x) (cell ?y) (cell ?i) (not (threat ?x ?y ?i)))
+    (<= (legal p pass) (true (step ?n)))
+    (<= (next (on ?i)) (does p (mark ?x ?y ?i)))
+    (<= (next (on ?x)) (true (on ?x)))
+    (<= (next (step ?n)) (true (step ?m)) (succ ?m ?n))
+    (<= terminal (true (step 5)))
+    (<= (goal p 100) (true (on 3)))
+    (<= (goal p 0) (not (true (on 3))))
+";
+
+#[test]
+fn rules_that_ignore_an_argument_are_grounded_once_without_it() {
+    let g = ground_src(IGNORED);
+    let all = rules(&g);
+    // Each `threat` atom has one rule for the two rules that ignore the cell (through a
+    // relation without it) and at most one of the third rule: instantiated as written, the
+    // atoms with `on` at both ends would have three.
+    let mut per_head: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for r in &all {
+        if let Some((h, _)) = r.split_once(" <= ") {
+            if h.starts_with("(threat ") {
+                *per_head.entry(h).or_default() += 1;
+            }
+        }
+    }
+    assert!(!per_head.is_empty(), "{}", all.join("\n"));
+    assert!(
+        per_head.values().all(|&n| n <= 2),
+        "{per_head:?}\n{}",
+        all.join("\n")
+    );
+    // The split relation has two arguments: the two rules are grounded once per pair, not
+    // once per pair and ignored cell.
+    let split: Vec<&String> = all.iter().filter(|r| r.starts_with("(;or ")).collect();
+    assert!(!split.is_empty(), "{}", all.join("\n"));
+    assert!(
+        split.iter().all(|r| r
+            .split_once(" <= ")
+            .is_some_and(|(h, _)| h.split(' ').count() == 4)),
+        "{split:?}"
+    );
+    assert!(agrees(IGNORED, 30) > 0);
+}

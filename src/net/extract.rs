@@ -59,7 +59,10 @@ const PAIR_MIN: usize = GATE_COST + 2;
 const PAIR_MAX_LEN: usize = 8;
 
 /// The pass goes on only if the first level takes away one in `MIN_SAVED` of the operands.
-const MIN_SAVED: usize = 4;
+/// Chess's first level takes away 24 % since its check test's pawn, knight and king parts are
+/// one gate per call (`ground::project::split_partly_irrelevant`), and the levels after it
+/// still take the program from 426,623 to 399,800 gates and 1,763,169 to 1,374,261 operands.
+const MIN_SAVED: usize = 5;
 
 const NONE: u32 = u32::MAX;
 
