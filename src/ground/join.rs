@@ -2187,16 +2187,20 @@ impl<'a> Exec<'a> {
                     Some(ix) if relation.indexes[*ix].whole => {
                         // Every argument is bound: the atom itself is looked up, and its
                         // position in the relation tells whether it is in the range.
-                        let Some(p) = self.find_atom(a).and_then(|t| self.store.position(t)) else {
+                        // The row at that position is the atom found, whose record the
+                        // lookup has just read: the relation's array is not read again.
+                        let Some((t, p)) = self.find_atom(a).and_then(|t| Some((t, self.store.position(t)?)))
+                        else {
                             return Ok(());
                         };
                         if p < lo || p >= hi || skip(p) || report && self.head_known_at(p) {
                             return Ok(());
                         }
+                        debug_assert_eq!(relation.rows[p], t);
                         if report {
                             self.head_pos = p;
                         }
-                        self.try_row(conj, plan, steps, &at, relation.rows[p], emit)?;
+                        self.try_row(conj, plan, steps, &at, t, emit)?;
                     }
                     Some(ix) => {
                         let mut h = rustc_hash::FxHasher::default();
