@@ -2168,9 +2168,20 @@ impl<'a> Exec<'a> {
                             }
                             _ => (lo, hi),
                         };
+                        // The rows in groups of `TOUCH`, the records of those that will be
+                        // tried read together first (a row whose head is known is passed over
+                        // without reading it).
+                        let mut touched = [0 as TermId; TOUCH];
                         'rows: for from in (lo..hi).step_by(TOUCH) {
                             let to = (from + TOUCH).min(hi);
-                            std::hint::black_box(self.store.touch_terms(&relation.rows[from..to]));
+                            let mut n = 0;
+                            for pos in from..to {
+                                if !(skip(pos) || report && self.head_known_at(pos)) {
+                                    touched[n] = relation.rows[pos];
+                                    n += 1;
+                                }
+                            }
+                            std::hint::black_box(self.store.touch_terms(&touched[..n]));
                             for pos in from..to {
                                 if skip(pos) || report && self.head_known_at(pos) {
                                     continue;
@@ -2232,6 +2243,9 @@ impl<'a> Exec<'a> {
                                     pos = NIL;
                                     break;
                                 }
+                                if skip(p) || report && self.head_known_at(p) {
+                                    continue;
+                                }
                                 group[n] = p as u32;
                                 rows[n] = relation.rows[p];
                                 n += 1;
@@ -2239,7 +2253,7 @@ impl<'a> Exec<'a> {
                             std::hint::black_box(self.store.touch_terms(&rows[..n]));
                             for (&p, &row) in group[..n].iter().zip(&rows[..n]) {
                                 let p = p as usize;
-                                if skip(p) || report && self.head_known_at(p) {
+                                if report && self.head_known_at(p) {
                                     continue;
                                 }
                                 if report {
