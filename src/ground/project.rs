@@ -39,21 +39,7 @@ pub(crate) fn drop_irrelevant_arguments(
     keep: impl Fn(RelId) -> bool,
 ) -> usize {
     let n = rels.len();
-    let mut rules_of: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (c, conj) in conjs.iter().enumerate() {
-        rules_of[conj.head.rel as usize].push(c);
-    }
-    // Unary relations given by facts only, with at least one: the possible domains.
-    let domain: Vec<bool> = (0..n)
-        .map(|r| {
-            rels.key(r as RelId).1 == 1
-                && !rules_of[r].is_empty()
-                && rules_of[r].iter().all(|&c| {
-                    let conj = &conjs[c];
-                    conj.body.is_empty() && matches!(conj.head.args[0], Pat::Ground(_))
-                })
-        })
-        .collect();
+    let (rules_of, domain) = rules_and_domains(conjs, rels);
 
     // The assumption: each position of each relation not kept, with the domain its first
     // rule's variable is checked against.
@@ -135,6 +121,27 @@ pub(crate) fn drop_irrelevant_arguments(
         rewrite(conj, &cand, &domain, &renamed, &syms);
     }
     removed
+}
+
+/// The rules of each relation of `rels` (indices into `conjs`), and which relations are
+/// possible domains: unary relations given by facts only, with at least one.
+fn rules_and_domains(conjs: &[Conj], rels: &RelTable) -> (Vec<Vec<usize>>, Vec<bool>) {
+    let n = rels.len();
+    let mut rules_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (c, conj) in conjs.iter().enumerate() {
+        rules_of[conj.head.rel as usize].push(c);
+    }
+    let domain = (0..n)
+        .map(|r| {
+            rels.key(r as RelId).1 == 1
+                && !rules_of[r].is_empty()
+                && rules_of[r].iter().all(|&c| {
+                    let conj = &conjs[c];
+                    conj.body.is_empty() && matches!(conj.head.args[0], Pat::Ground(_))
+                })
+        })
+        .collect();
+    (rules_of, domain)
 }
 
 /// For each variable of `conj`, the domain it can be dropped with, if it can: it occurs
@@ -270,21 +277,7 @@ pub(crate) fn split_partly_irrelevant(
     keep: impl Fn(RelId) -> bool,
     first_symbol: u32,
 ) -> u32 {
-    let n = rels.len();
-    let mut rules_of: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (c, conj) in conjs.iter().enumerate() {
-        rules_of[conj.head.rel as usize].push(c);
-    }
-    let domain: Vec<bool> = (0..n)
-        .map(|r| {
-            rels.key(r as RelId).1 == 1
-                && !rules_of[r].is_empty()
-                && rules_of[r].iter().all(|&c| {
-                    let conj = &conjs[c];
-                    conj.body.is_empty() && matches!(conj.head.args[0], Pat::Ground(_))
-                })
-        })
-        .collect();
+    let (rules_of, domain) = rules_and_domains(conjs, rels);
     let mut made = 0u32;
     let mut added = Vec::new();
     for (r, rules) in rules_of.iter().enumerate() {
