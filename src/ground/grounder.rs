@@ -1641,6 +1641,7 @@ impl<'d> Grounder<'d> {
             body: Vec::new(),
             scratch: Vec::new(),
             ranges: Vec::new(),
+            local: Vec::new(),
         };
         let cx = KindCx {
             k,
@@ -2919,6 +2920,12 @@ struct Out {
     /// Scratch space for settling one atom: its bodies one after another, and where each is.
     scratch: Vec<GroundLit>,
     ranges: Vec<(usize, usize)>,
+    /// For `settle`: each atom's local number among the heads of the component being settled,
+    /// `u32::MAX` for the others. Kept from one component to the next with every entry
+    /// `u32::MAX` in between, so that settling does not fill an array as long as all the atoms
+    /// (chess: 63 components over 1.5 million atoms, about 190 million instructions of
+    /// `memset` on the output thread).
+    local: Vec<u32>,
 }
 
 impl Out {
@@ -3074,7 +3081,8 @@ impl Out {
         let staged = std::mem::take(&mut self.staged);
         // The heads, numbered locally in order of first rule, and their rules by a counting sort.
         const NONE: u32 = u32::MAX;
-        let mut local = vec![NONE; self.atoms.len()];
+        let mut local = std::mem::take(&mut self.local);
+        local.resize(self.atoms.len(), NONE);
         let mut heads: Vec<AtomId> = Vec::new();
         let mut head_of: Vec<u32> = Vec::with_capacity(staged.len());
         for i in 0..staged.len() {
@@ -3119,7 +3127,10 @@ impl Out {
             sort_dedup_from(&mut deps, s);
             deps_end.push(deps.len() as u32);
         }
-        drop(local);
+        for h in &heads {
+            local[h.index()] = NONE;
+        }
+        self.local = local;
         let deps_of = |l: usize| &deps[deps_end[l] as usize..deps_end[l + 1] as usize];
         let mut lits = std::mem::take(&mut self.scratch);
         let mut ranges = std::mem::take(&mut self.ranges);
