@@ -228,14 +228,13 @@ impl<'d> Grounder<'d> {
                 k.role, k.init, k.true_, k.does, k.next, k.legal, k.goal, k.terminal,
             ])
             .collect();
-        project::drop_irrelevant_arguments(&mut conjs, &mut rels, |r| {
-            keep.contains(&r) || opaque.get(r as usize).is_some_and(|&o| o)
-        });
+        let kept = |r: RelId| keep.contains(&r) || opaque.get(r as usize).is_some_and(|&o| o);
+        project::drop_irrelevant_arguments(&mut conjs, &mut rels, kept);
         // The relations split off take symbols after those of the `or`s, and print as they do.
         or_relations += project::split_partly_irrelevant(
             &mut conjs,
             &mut rels,
-            |r| keep.contains(&r) || opaque.get(r as usize).is_some_and(|&o| o),
+            kept,
             desc.symbols.len() as u32 + or_relations,
         );
 

@@ -2168,30 +2168,29 @@ impl<'a> Exec<'a> {
                             }
                             _ => (lo, hi),
                         };
-                        // The rows in groups of `TOUCH`, the records of those that will be
-                        // tried read together first (a row whose head is known is passed over
-                        // without reading it).
-                        let mut touched = [0 as TermId; TOUCH];
-                        'rows: for from in (lo..hi).step_by(TOUCH) {
-                            let to = (from + TOUCH).min(hi);
+                        // The rows in groups of `TOUCH` (`Exec::try_group`).
+                        let mut group = [0u32; TOUCH];
+                        let mut rows = [0 as TermId; TOUCH];
+                        for from in (lo..hi).step_by(TOUCH) {
                             let mut n = 0;
-                            for pos in from..to {
-                                if !(skip(pos) || report && self.head_known_at(pos)) {
-                                    touched[n] = relation.rows[pos];
+                            for p in from..(from + TOUCH).min(hi) {
+                                if !(skip(p) || report && self.head_known_at(p)) {
+                                    group[n] = p as u32;
+                                    rows[n] = relation.rows[p];
                                     n += 1;
                                 }
                             }
-                            std::hint::black_box(self.store.touch_terms(&touched[..n]));
-                            for pos in from..to {
-                                if skip(pos) || report && self.head_known_at(pos) {
-                                    continue;
-                                }
-                                if report {
-                                    self.head_pos = pos;
-                                }
-                                if self.try_row(conj, plan, steps, &at, relation.rows[pos], emit)? {
-                                    break 'rows;
-                                }
+                            if self.try_group(
+                                conj,
+                                plan,
+                                steps,
+                                &at,
+                                report,
+                                &group[..n],
+                                &rows[..n],
+                                emit,
+                            )? {
+                                break;
                             }
                         }
                     }
@@ -2226,12 +2225,11 @@ impl<'a> Exec<'a> {
                         let Some(&head) = index.heads.get(&finish(h)) else {
                             return Ok(());
                         };
-                        // The bucket's positions in groups of `TOUCH`, whose rows' records are
-                        // read together before the rows are tried.
+                        // The bucket's positions in groups of `TOUCH` (`Exec::try_group`).
                         let mut pos = head;
                         let mut group = [0u32; TOUCH];
                         let mut rows = [0 as TermId; TOUCH];
-                        'bucket: while pos != NIL {
+                        while pos != NIL {
                             let mut n = 0;
                             while pos != NIL && n < TOUCH {
                                 let p = pos as usize;
@@ -2250,18 +2248,17 @@ impl<'a> Exec<'a> {
                                 rows[n] = relation.rows[p];
                                 n += 1;
                             }
-                            std::hint::black_box(self.store.touch_terms(&rows[..n]));
-                            for (&p, &row) in group[..n].iter().zip(&rows[..n]) {
-                                let p = p as usize;
-                                if report && self.head_known_at(p) {
-                                    continue;
-                                }
-                                if report {
-                                    self.head_pos = p;
-                                }
-                                if self.try_row(conj, plan, steps, &at, row, emit)? {
-                                    break 'bucket;
-                                }
+                            if self.try_group(
+                                conj,
+                                plan,
+                                steps,
+                                &at,
+                                report,
+                                &group[..n],
+                                &rows[..n],
+                                emit,
+                            )? {
+                                break;
                             }
                         }
                     }
@@ -3268,6 +3265,38 @@ impl<'a> Exec<'a> {
     /// Unifies the literal with one atom and goes on with the next step; returns whether the
     /// scan can stop (it is existential and matched).
     #[inline]
+    /// Tries the rows `rows` at the positions `group` of a scan, those a filter before let
+    /// through, after reading their records together (`TermStore::touch_terms`): trying each
+    /// row in turn would wait for two misses a row. A row whose head an earlier row of the
+    /// group made known is still passed over. Whether the scan stops (`try_row`).
+    #[allow(clippy::too_many_arguments)]
+    fn try_group(
+        &mut self,
+        conj: &Conj,
+        plan: &Plan,
+        steps: &[Step],
+        at: &Scanning,
+        report: bool,
+        group: &[u32],
+        rows: &[TermId],
+        emit: &mut Emit,
+    ) -> Result<bool, Stop> {
+        std::hint::black_box(self.store.touch_terms(rows));
+        for (&p, &row) in group.iter().zip(rows) {
+            let p = p as usize;
+            if report && self.head_known_at(p) {
+                continue;
+            }
+            if report {
+                self.head_pos = p;
+            }
+            if self.try_row(conj, plan, steps, at, row, emit)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     fn try_row(
         &mut self,
         conj: &Conj,

@@ -329,7 +329,7 @@ pub(crate) fn split_partly_irrelevant(
                 continue;
             }
             let conj = &mut conjs[c];
-            first_rule.get_or_insert((conj.rule, conj.var_names.clone(), conj.head.args.clone()));
+            first_rule.get_or_insert_with(|| (conj.rule, conj.var_names.clone(), conj.head.args.clone()));
             let gone: Vec<u32> = positions
                 .iter()
                 .map(|&(i, _)| match conj.head.args[i] {
@@ -405,7 +405,7 @@ fn free_positions(conj: &Conj, domain: &[bool]) -> Free {
     let mut domains: Vec<Vec<RelId>> = vec![Vec::new(); conj.nvars];
     for item in &conj.body {
         match item {
-            Item::Pos(a) if domain[a.rel as usize] && matches!(a.args[0], Pat::Var(_)) => {
+            Item::Pos(a) if domain[a.rel as usize] => {
                 if let Pat::Var(x) = a.args[0] {
                     domains[x as usize].push(a.rel);
                 }
