@@ -8,6 +8,7 @@ use super::join::{
 };
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
+use super::passed;
 use super::project;
 use super::terms::{TermId, TermStore, HOLDS, PENDING, UNBOUND};
 use super::types::{
@@ -237,6 +238,30 @@ impl<'d> Grounder<'d> {
             kept,
             desc.symbols.len() as u32 + or_relations,
         );
+        or_relations += passed::split_passed_arguments(
+            &mut conjs,
+            &mut rels,
+            kept,
+            desc.symbols.len() as u32 + or_relations,
+        );
+        if std::env::var_os("PJDBG").is_some() {
+            let name = |s: crate::gdl::Symbol| -> String {
+                if (s.0 as usize) < desc.symbols.len() { desc.symbols.name(s).to_string() } else { format!(";or{}", s.0 as usize - desc.symbols.len()) }
+            };
+            fn pat(p: &Pat, store: &TermStore, desc: &Description, out: &mut String, name: &dyn Fn(crate::gdl::Symbol) -> String) {
+                match p {
+                    Pat::Var(x) => out.push_str(&format!("?{x}")),
+                    Pat::Ground(t) => store.write(*t, &desc.symbols, out),
+                    Pat::Func(f, a) => { out.push('('); out.push_str(&name(*f)); for q in a.iter() { out.push(' '); pat(q, store, desc, out, name); } out.push(')'); }
+                }
+            }
+            let atom = |a: &AtomPat| { let mut o = format!("({}", name(a.sym)); for q in a.args.iter() { o.push(' '); pat(q, &store, desc, &mut o, &name); } o.push(')'); o };
+            for c in &conjs {
+                let mut o = format!("{} <=", atom(&c.head));
+                for it in &c.body { match it { Item::Pos(a) => o += &format!(" {}", atom(a)), Item::Neg(a) => o += &format!(" (not {})", atom(a)), Item::Distinct(a, b) | Item::Equal(a, b) => { let mut x = String::new(); pat(a, &store, desc, &mut x, &name); x.push(' '); pat(b, &store, desc, &mut x, &name); o += &format!(" ({} {x})", if matches!(it, Item::Distinct(..)) {"distinct"} else {"="}) } } }
+                eprintln!("RULE {:?} {o}", c.rule.map(|i| desc.rules[i].span.line));
+            }
+        }
 
         // The grounder's own rules: the state holds what `init` and `next` give, and a role
         // may play what is legal for it.
@@ -1169,6 +1194,9 @@ impl<'d> Grounder<'d> {
             &mut self.relations,
             &self.store,
         );
+        if std::env::var_os("PJPLAN").is_some() && conj.rule.is_some_and(|r| self.desc.rules[r].span.line == 897) {
+            eprintln!("PLAN {} delta {:?}: {:#?}", self.rel_names[head_rel as usize], delta, plan.steps);
+        }
         let head_item = head_literal(conj, &plan);
         let cache_key = head_item.map(|i| match &conj.body[i] {
             Item::Pos(a) => (head_rel, a.rel),
