@@ -1715,6 +1715,9 @@ impl<'d> Grounder<'d> {
                 &mut self.relations,
                 &self.store,
             );
+            if std::env::var_os("PJIPLAN").is_some() && conj.rule == Some(2) {
+                eprintln!("IPLAN {:#?} SUBS {:#?}", plan.steps, plan.subs);
+            }
             plans.push((ci, plan, clock.elapsed()));
         }
         // The joins of the rules run on worker threads, each rule in one, and hand their
@@ -1920,6 +1923,7 @@ impl<'d> Grounder<'d> {
             .map(|(r, rel)| (self.rel_names[r].clone(), rel.rows.len()))
             .collect();
         sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        if std::env::var_os("PJSIZES").is_some() { for (n, k) in &sizes { if *k > 0 { eprintln!("SIZE {n} {k}"); } } }
         sizes.truncate(10);
         stats.largest = sizes;
         for (i, c) in self.costs.iter_mut().enumerate() {

@@ -182,8 +182,7 @@ pub(crate) fn split_passed_arguments(
 ) -> u32 {
     let n = rels.len();
     let (rules_of, domain) = rules_and_domains(conjs, rels);
-    // A relation that only negated literals read is grounded per call (its calls are its
-    // atoms, `Grounder::calls_as_atoms`): it is not split, its rules read the parts below.
+    // The relations some positive literal reads.
     let mut read = vec![false; n];
     for conj in conjs.iter() {
         for item in &conj.body {
@@ -194,8 +193,7 @@ pub(crate) fn split_passed_arguments(
     }
     let eligible: Vec<bool> = (0..n)
         .map(|r| {
-            (read[r] || std::env::var_os("PJTOP").is_some())
-                && !keep(r as RelId)
+            !keep(r as RelId)
                 && !domain[r]
                 && !rules_of[r].is_empty()
                 && rules_of[r].iter().all(|&c| !conjs[c].magic)
@@ -401,21 +399,28 @@ pub(crate) fn split_passed_arguments(
     let mut parts: Vec<Option<(AtomRel, AtomRel)>> = vec![None; n];
     let mut made = 0u32;
     for &r in &split {
-        let (_, arity) = rels.key(r as RelId);
+        let (sym, arity) = rels.key(r as RelId);
         let k = passed[r].as_ref().map_or(0, Vec::len);
         let s0 = Symbol(first_symbol + made);
-        let ss = Symbol(first_symbol + made + 1);
-        made += 2;
-        parts[r] = Some((
-            AtomRel {
-                rel: rels.id(s0, arity - k),
-                sym: s0,
-            },
+        made += 1;
+        let r0 = AtomRel {
+            rel: rels.id(s0, arity - k),
+            sym: s0,
+        };
+        // A relation that no positive literal reads keeps the rules that read the positions
+        // itself: nothing needs them apart, and it stays a relation read only under `not`,
+        // grounded per call (`Grounder::calls_as_atoms`).
+        let rs = if read[r] {
+            let ss = Symbol(first_symbol + made);
+            made += 1;
             AtomRel {
                 rel: rels.id(ss, arity),
                 sym: ss,
-            },
-        ));
+            }
+        } else {
+            AtomRel { rel: r as RelId, sym }
+        };
+        parts[r] = Some((r0, rs));
     }
     let cx = Split {
         passed: &passed,
@@ -457,6 +462,7 @@ pub(crate) fn split_passed_arguments(
                         c0.body[i] = Item::Pos(cx.project(&t, t0, q));
                         let mut cs = conj;
                         cs.head = cx.renamed(&cs.head, rs);
+                        if std::env::var_os("PJS1").is_some() { cs.rule = Some(if rs.rel as usize == r { 2 } else { 1 }); }
                         cs.body[i] = Item::Pos(cx.renamed(&t, ts));
                         variants.push((c0, Some(i)));
                         variants.push((cs, Some(i)));
@@ -483,7 +489,7 @@ pub(crate) fn split_passed_arguments(
             sym,
             args: (0..arity).map(|i| Pat::Var(i as u32)).collect(),
         };
-        let rule = first_rule[r].filter(|&i| i != usize::MAX);
+        let rule = if std::env::var_os("PJLINK0").is_some() { Some(0) } else { first_rule[r].filter(|&i| i != usize::MAX) };
         let mut body0 = vec![Item::Pos(cx.project(&head, r0, p))];
         for (i, domains) in p {
             for &d in domains {
@@ -494,7 +500,11 @@ pub(crate) fn split_passed_arguments(
                 }));
             }
         }
-        for body in [body0, vec![Item::Pos(cx.renamed(&head, rs))]] {
+        let mut bodies = vec![body0];
+        if rs.rel != r as RelId {
+            bodies.push(vec![Item::Pos(cx.renamed(&head, rs))]);
+        }
+        for body in bodies {
             out.push(Conj {
                 head: head.clone(),
                 body,
