@@ -244,24 +244,6 @@ impl<'d> Grounder<'d> {
             kept,
             desc.symbols.len() as u32 + or_relations,
         );
-        if std::env::var_os("PJDBG").is_some() {
-            let name = |s: crate::gdl::Symbol| -> String {
-                if (s.0 as usize) < desc.symbols.len() { desc.symbols.name(s).to_string() } else { format!(";or{}", s.0 as usize - desc.symbols.len()) }
-            };
-            fn pat(p: &Pat, store: &TermStore, desc: &Description, out: &mut String, name: &dyn Fn(crate::gdl::Symbol) -> String) {
-                match p {
-                    Pat::Var(x) => out.push_str(&format!("?{x}")),
-                    Pat::Ground(t) => store.write(*t, &desc.symbols, out),
-                    Pat::Func(f, a) => { out.push('('); out.push_str(&name(*f)); for q in a.iter() { out.push(' '); pat(q, store, desc, out, name); } out.push(')'); }
-                }
-            }
-            let atom = |a: &AtomPat| { let mut o = format!("({}", name(a.sym)); for q in a.args.iter() { o.push(' '); pat(q, &store, desc, &mut o, &name); } o.push(')'); o };
-            for c in &conjs {
-                let mut o = format!("{} <=", atom(&c.head));
-                for it in &c.body { match it { Item::Pos(a) => o += &format!(" {}", atom(a)), Item::Neg(a) => o += &format!(" (not {})", atom(a)), Item::Distinct(a, b) | Item::Equal(a, b) => { let mut x = String::new(); pat(a, &store, desc, &mut x, &name); x.push(' '); pat(b, &store, desc, &mut x, &name); o += &format!(" ({} {x})", if matches!(it, Item::Distinct(..)) {"distinct"} else {"="}) } } }
-                eprintln!("RULE {:?} {o}", c.rule.map(|i| desc.rules[i].span.line));
-            }
-        }
 
         // The grounder's own rules: the state holds what `init` and `next` give, and a role
         // may play what is legal for it.
@@ -1194,9 +1176,6 @@ impl<'d> Grounder<'d> {
             &mut self.relations,
             &self.store,
         );
-        if std::env::var_os("PJPLAN").is_some() && conj.rule.is_some_and(|r| self.desc.rules[r].span.line == 897) {
-            eprintln!("PLAN {} delta {:?}: {:#?}", self.rel_names[head_rel as usize], delta, plan.steps);
-        }
         let head_item = head_literal(conj, &plan);
         let cache_key = head_item.map(|i| match &conj.body[i] {
             Item::Pos(a) => (head_rel, a.rel),
@@ -1715,9 +1694,6 @@ impl<'d> Grounder<'d> {
                 &mut self.relations,
                 &self.store,
             );
-            if std::env::var_os("PJIPLAN").is_some() && conj.rule == Some(2) {
-                eprintln!("IPLAN {:#?} SUBS {:#?}", plan.steps, plan.subs);
-            }
             plans.push((ci, plan, clock.elapsed()));
         }
         // The joins of the rules run on worker threads, each rule in one, and hand their
@@ -1923,7 +1899,6 @@ impl<'d> Grounder<'d> {
             .map(|(r, rel)| (self.rel_names[r].clone(), rel.rows.len()))
             .collect();
         sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        if std::env::var_os("PJSIZES").is_some() { for (n, k) in &sizes { if *k > 0 { eprintln!("SIZE {n} {k}"); } } }
         sizes.truncate(10);
         stats.largest = sizes;
         for (i, c) in self.costs.iter_mut().enumerate() {

@@ -1,9 +1,9 @@
 //! Arguments passed down to the few rules that read them, split off before grounding.
 //!
 //! A relation can carry an argument that most of its rules only check against a domain or pass
-//! on unchanged to another such relation, while a few rules read it: chess's check test takes
-//! the square the moving piece leaves, and of the rules below it that trace the rays from the
-//! king, only one a ray reads that square (the ray may pass through it). Grounded as written,
+//! on unchanged to another such relation, while a few rules read it: chess's check tests take
+//! the square the moving piece leaves, and of the rules below them that trace the rays from
+//! the king, only one reads that square (a ray may pass through it). Grounded as written,
 //! every atom of every relation on the way is instantiated once for each of the 64 squares,
 //! although for all squares off the ray the atoms are the same.
 //!
@@ -27,7 +27,10 @@
 //! Every positive literal `t(Y, J)` of such a relation elsewhere (in special rules and in rules
 //! of other relations) is written as the two cases, `t0(Y) ∧ D(J)` or `ts(Y, J)`: a rule with
 //! `m` of them becomes `2^m` rules (at most [`MAX_EXPANDED`] literals a rule are written so;
-//! the others, and negated literals, read `r` itself through the two rules above).
+//! the others, and negated literals, read `r` itself through the two rules above). A relation
+//! that no positive literal reads keeps its special rules itself (`rs` is `r`): chess's check
+//! tests, read only under `not`, stay relations whose calls are their atoms
+//! (`Grounder::calls_as_atoms`), each call instantiated with the rules that read its square.
 //!
 //! By induction over derivations, `t(Y, J)` holds exactly when `t0(Y) ∧ D(J)` or `ts(Y, J)`
 //! does: a free rule's instance holds for every value of `D` at `I`; a passing rule's instance
@@ -36,6 +39,13 @@
 //! `rs`); every other rule's instance is one of `rs`'s, with its literals written as the two
 //! cases. Negation is unchanged: each rule keeps its negated literals, and the new relations
 //! sit in the strata of the ones they come from.
+//!
+//! Which positions: those free in every rule of a relation that has free ones (with the same
+//! domains, standing for at least [`MIN_VALUES`] combinations of values), carried from there
+//! down to the relations that passing rules call and up to the relations whose rules pass
+//! them on from their heads. A relation is split only if some of its derivations never read
+//! the positions (a free rule, or a passing one to such a relation), and only together with
+//! the relations it passes them to or from, of which one has a special rule.
 //!
 //! Grounded, `r0` has one atom where `r` had one per value of `D`, and `rs` only the atoms of the
 //! values that a special rule binds (in chess, the squares on each ray).
@@ -159,8 +169,14 @@ fn kind(conj: &Conj, passed: &[Option<Passed>], domain: &[bool]) -> Kind {
                 return Kind::Special;
             };
             let same = q.len() == p.len()
-                && q.iter().zip(p).zip(&at).all(|(((qi, qd), (_, pd)), &a)| *qi == a && qd == pd)
-                && domains.iter().zip(p).all(|(d, (_, want))| d.iter().all(|x| want.contains(x)));
+                && q.iter()
+                    .zip(p)
+                    .zip(&at)
+                    .all(|(((qi, qd), (_, pd)), &a)| *qi == a && qd == pd)
+                && domains
+                    .iter()
+                    .zip(p)
+                    .all(|(d, (_, want))| d.iter().all(|x| want.contains(x)));
             if same {
                 Kind::Passing(k)
             } else {
@@ -234,17 +250,13 @@ pub(crate) fn split_passed_arguments(
             }
         }
     }
-    let mut conflict = vec![false; n];
     let mut work: Vec<usize> = (0..n).filter(|&r| passed[r].is_some()).collect();
-    let propose = |t: usize, proposed: Passed, passed: &mut [Option<Passed>], work: &mut Vec<usize>, conflict: &mut [bool]| {
-        match &passed[t] {
-            None => {
-                passed[t] = Some(proposed);
-                work.push(t);
-            }
-            // Another set of positions came first (a relation can pass on only one): the rule
-            // that proposed this one reads it, as a special rule.
-            Some(_) => {}
+    // The first set of positions proposed for a relation is its own (a relation passes on
+    // only one): a rule that would pass it another reads it, as a special rule.
+    let propose = |t: usize, proposed: Passed, passed: &mut [Option<Passed>], work: &mut Vec<usize>| {
+        if passed[t].is_none() {
+            passed[t] = Some(proposed);
+            work.push(t);
         }
     };
     while let Some(r) = work.pop() {
@@ -265,7 +277,7 @@ pub(crate) fn split_passed_arguments(
                 continue;
             };
             let proposed: Passed = at.into_iter().zip(&p).map(|(i, (_, d))| (i, d.clone())).collect();
-            propose(t_rel, proposed, &mut passed, &mut work, &mut conflict);
+            propose(t_rel, proposed, &mut passed, &mut work);
         }
         for &(c, k) in &readers[r] {
             let conj = &conjs[c];
@@ -295,15 +307,7 @@ pub(crate) fn split_passed_arguments(
                 continue;
             };
             let proposed: Passed = at.into_iter().zip(&p).map(|(i, (_, d))| (i, d.clone())).collect();
-            propose(h, proposed, &mut passed, &mut work, &mut conflict);
-        }
-    }
-    if std::env::var_os("PJDBG").is_some() {
-        for r in 0..n { if passed[r].is_some() || conflict[r] { eprintln!("PROP {r} {:?} {:?} conflict {}", rels.key(r as RelId), passed[r], conflict[r]); } }
-    }
-    for r in 0..n {
-        if conflict[r] {
-            passed[r] = None;
+            propose(h, proposed, &mut passed, &mut work);
         }
     }
 
@@ -313,7 +317,10 @@ pub(crate) fn split_passed_arguments(
     loop {
         kinds = (0..n)
             .map(|r| match passed[r] {
-                Some(_) => rules_of[r].iter().map(|&c| kind(&conjs[c], &passed, &domain)).collect(),
+                Some(_) => rules_of[r]
+                    .iter()
+                    .map(|&c| kind(&conjs[c], &passed, &domain))
+                    .collect(),
                 None => Vec::new(),
             })
             .collect();
@@ -388,12 +395,6 @@ pub(crate) fn split_passed_arguments(
     if split.is_empty() {
         return 0;
     }
-    if std::env::var_os("PJDBG").is_some() {
-        for &r in &split {
-            let p = passed[r].as_ref().unwrap();
-            eprintln!("SPLIT rel {r} sym {:?} passed {:?} sizes {:?} kinds {:?}", rels.key(r as RelId), p, p.iter().map(|(_, d)| d.iter().map(|&x| rules_of[x as usize].len()).min().unwrap_or(0)).collect::<Vec<_>>(), kinds[r]);
-        }
-    }
 
     // The new relations: `r0` and `rs` of each split relation.
     let mut parts: Vec<Option<(AtomRel, AtomRel)>> = vec![None; n];
@@ -462,7 +463,6 @@ pub(crate) fn split_passed_arguments(
                         c0.body[i] = Item::Pos(cx.project(&t, t0, q));
                         let mut cs = conj;
                         cs.head = cx.renamed(&cs.head, rs);
-                        if std::env::var_os("PJS1").is_some() { cs.rule = Some(if rs.rel as usize == r { 2 } else { 1 }); }
                         cs.body[i] = Item::Pos(cx.renamed(&t, ts));
                         variants.push((c0, Some(i)));
                         variants.push((cs, Some(i)));
@@ -489,7 +489,7 @@ pub(crate) fn split_passed_arguments(
             sym,
             args: (0..arity).map(|i| Pat::Var(i as u32)).collect(),
         };
-        let rule = if std::env::var_os("PJLINK0").is_some() { Some(0) } else { first_rule[r].filter(|&i| i != usize::MAX) };
+        let rule = first_rule[r].filter(|&i| i != usize::MAX);
         let mut body0 = vec![Item::Pos(cx.project(&head, r0, p))];
         for (i, domains) in p {
             for &d in domains {
@@ -573,9 +573,7 @@ impl Split<'_> {
             .body
             .iter()
             .enumerate()
-            .filter(|&(k, item)| {
-                Some(k) != carrier && matches!(item, Item::Pos(a) if self.split(a.rel))
-            })
+            .filter(|&(k, item)| Some(k) != carrier && matches!(item, Item::Pos(a) if self.split(a.rel)))
             .map(|(k, _)| k)
             .take(MAX_EXPANDED)
             .collect();
@@ -635,11 +633,83 @@ impl Split<'_> {
         }
         let mut kept: Vec<Item> = Vec::with_capacity(c.body.len());
         for item in c.body.drain(..) {
-            let idle = is_check(&item) && matches!(&item, Item::Pos(a) if matches!(a.args[0], Pat::Var(x) if !used[x as usize]));
-            if !idle && !(is_check(&item) && kept.contains(&item)) {
-                kept.push(item);
+            if is_check(&item) {
+                let idle =
+                    matches!(&item, Item::Pos(a) if matches!(a.args[0], Pat::Var(x) if !used[x as usize]));
+                if idle || kept.contains(&item) {
+                    continue;
+                }
             }
+            kept.push(item);
         }
         c.body = kept;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{agrees, ground_src, texts};
+    use super::super::AtomKind;
+
+    /// A line of 32 cells with pieces that step right, a rook at cell 1 and a king at cell 30.
+    /// A piece may move only if the rook does not see the king through the cell it leaves:
+    /// `clear(a, b, i)` holds when every cell strictly between `a` and `b` is empty or `i`.
+    fn line() -> String {
+        let mut src = String::from(
+            "(role p)
+             (init (piece 5)) (init (piece 12)) (init (piece 20)) (init (step 1))
+             (rook 1) (king 30)
+             (<= (clear ?a ?b ?i) (succ ?a ?b) (cell ?i))
+             (<= (clear ?a ?b ?i) (succ ?a ?i) (clear ?i ?b ?i))
+             (<= (clear ?a ?b ?i) (succ ?a ?c) (not (true (piece ?c))) (clear ?c ?b ?i))
+             (<= (attacked ?i) (rook ?a) (king ?k) (clear ?a ?k ?i))
+             (<= (legal p (move ?i ?j)) (true (piece ?i)) (succ ?i ?j) (not (true (piece ?j)))
+                 (not (attacked ?i)))
+             (legal p wait)
+             (<= (moved ?i) (does p (move ?i ?j)))
+             (<= (next (piece ?j)) (does p (move ?i ?j)))
+             (<= (next (piece ?x)) (true (piece ?x)) (not (moved ?x)))
+             (<= (next (step ?n)) (true (step ?m)) (succ ?m ?n))
+             (<= terminal (true (step 12)))
+             (<= (goal p 100) (true (piece 30)))
+             (<= (goal p 0) (not (true (piece 30))))\n",
+        );
+        for i in 1..=32 {
+            src += &format!("(cell {i}) ");
+            if i < 32 {
+                src += &format!("(succ {i} {}) ", i + 1);
+            }
+        }
+        src
+    }
+
+    #[test]
+    fn an_argument_read_by_one_rule_is_grounded_only_where_that_rule_binds_it() {
+        let src = line();
+        let g = ground_src(&src);
+        let views = texts(&g, |k| *k == AtomKind::View);
+        // `clear` is grounded as its two parts: without the ignored cell, and with it only
+        // where it lies strictly between the two ends. As written, every pair would have an
+        // atom for each of the 32 cells.
+        assert!(!views.iter().any(|t| t.starts_with("(clear ")), "{views:?}");
+        let numbers = |t: &str| -> Vec<u32> {
+            t.trim_end_matches(')')
+                .split(' ')
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        };
+        let with_cell: Vec<Vec<u32>> = views
+            .iter()
+            .filter(|t| t.starts_with("(;or "))
+            .map(|t| numbers(t))
+            .filter(|n| n.len() == 4)
+            .collect();
+        assert!(!with_cell.is_empty(), "{views:?}");
+        assert!(
+            with_cell.iter().all(|n| n[1] < n[3] && n[3] < n[2]),
+            "{with_cell:?}"
+        );
+        assert!(with_cell.len() < 32 * 30, "{}", with_cell.len());
+        assert!(agrees(&src, 20) > 0);
     }
 }
