@@ -8,6 +8,7 @@ use super::join::{
 };
 use super::magic;
 use super::normalize::{self, AtomPat, Conj, Item, Pat, RelId, RelTable};
+use super::passed;
 use super::project;
 use super::terms::{TermId, TermStore, HOLDS, PENDING, UNBOUND};
 use super::types::{
@@ -232,6 +233,12 @@ impl<'d> Grounder<'d> {
         project::drop_irrelevant_arguments(&mut conjs, &mut rels, kept);
         // The relations split off take symbols after those of the `or`s, and print as they do.
         or_relations += project::split_partly_irrelevant(
+            &mut conjs,
+            &mut rels,
+            kept,
+            desc.symbols.len() as u32 + or_relations,
+        );
+        or_relations += passed::split_passed_arguments(
             &mut conjs,
             &mut rels,
             kept,

@@ -494,6 +494,10 @@ impl Bounds {
     }
 }
 
+/// How many times more a generator sub-join is taken to cost than its estimate while
+/// instantiating a rule guarded by its head's calls (see `Planner::level`).
+const GUARDED_SUB_COST: f64 = 8.0;
+
 /// Union-find over body items.
 fn find_root(parent: &mut [usize], mut i: usize) -> usize {
     while parent[i] != i {
@@ -724,12 +728,23 @@ impl Planner<'_> {
             }
             // The cheapest move: the scan of an item (`Ok`) or a group's sub-join (`Err`).
             let mut best: Option<(f64, Result<usize, usize>)> = None;
+            // While instantiating a rule guarded by the calls of its head, the guard first lets
+            // families be solved once and their members share atoms (`SubPlan::family`); a
+            // sub-join that generates the heads instead writes out every instance.
+            let guarded = self.mode == Mode::Instantiate
+                && remaining.iter().any(|&i| match &self.conj.body[i] {
+                    Item::Pos(a) => a.rel != self.conj.head.rel && a.args == self.conj.head.args,
+                    _ => false,
+                });
             for (g, grp) in groups.iter().enumerate() {
                 if grp.local && (!grp.can_generate || whole(grp)) {
                     continue;
                 }
                 if grp.local {
-                    let cost = self.estimate(&grp.items, bound, relations, store);
+                    let mut cost = self.estimate(&grp.items, bound, relations, store);
+                    if guarded {
+                        cost *= GUARDED_SUB_COST;
+                    }
                     if best.as_ref().is_none_or(|(c, _)| cost < *c) {
                         best = Some((cost, Err(g)));
                     }

@@ -7,6 +7,7 @@ mod grounder;
 mod join;
 mod magic;
 mod normalize;
+mod passed;
 mod project;
 mod terms;
 #[cfg(test)]

@@ -125,7 +125,7 @@ pub(crate) fn drop_irrelevant_arguments(
 
 /// The rules of each relation of `rels` (indices into `conjs`), and which relations are
 /// possible domains: unary relations given by facts only, with at least one.
-fn rules_and_domains(conjs: &[Conj], rels: &RelTable) -> (Vec<Vec<usize>>, Vec<bool>) {
+pub(super) fn rules_and_domains(conjs: &[Conj], rels: &RelTable) -> (Vec<Vec<usize>>, Vec<bool>) {
     let n = rels.len();
     let mut rules_of: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (c, conj) in conjs.iter().enumerate() {
@@ -245,7 +245,7 @@ fn rewrite(
 }
 
 /// Free positions of a rule's head, each with the sorted domains of its variable.
-type Free = Vec<(usize, Vec<RelId>)>;
+pub(super) type Free = Vec<(usize, Vec<RelId>)>;
 
 /// The most rules of one relation that [`split_partly_irrelevant`] compares pairwise.
 const MAX_SPLIT_RULES: usize = 64;
@@ -399,7 +399,7 @@ pub(crate) fn split_partly_irrelevant(
 
 /// The free positions of `conj`'s head (see [`split_partly_irrelevant`]), each with the sorted
 /// domains of its variable's literals, in order of position.
-fn free_positions(conj: &Conj, domain: &[bool]) -> Free {
+pub(super) fn free_positions(conj: &Conj, domain: &[bool]) -> Free {
     let mut uses = vec![0u32; conj.nvars];
     conj.head.for_each_var(&mut |x| uses[x as usize] += 1);
     let mut domains: Vec<Vec<RelId>> = vec![Vec::new(); conj.nvars];
