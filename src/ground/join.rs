@@ -2183,31 +2183,17 @@ impl<'a> Exec<'a> {
                             }
                             _ => (lo, hi),
                         };
-                        // The rows in groups of `TOUCH` (`Exec::try_group`).
-                        let mut group = [0u32; TOUCH];
-                        let mut rows = [0 as TermId; TOUCH];
-                        for from in (lo..hi).step_by(TOUCH) {
-                            let mut n = 0;
-                            for p in from..(from + TOUCH).min(hi) {
-                                if !(skip(p) || report && self.head_known_at(p)) {
-                                    group[n] = p as u32;
-                                    rows[n] = relation.rows[p];
-                                    n += 1;
-                                }
-                            }
-                            if self.try_group(
-                                conj,
-                                plan,
-                                steps,
-                                &at,
-                                report,
-                                &group[..n],
-                                &rows[..n],
-                                emit,
-                            )? {
-                                break;
-                            }
-                        }
+                        self.try_positions(
+                            conj,
+                            plan,
+                            steps,
+                            &at,
+                            report,
+                            &relation.rows,
+                            lo..hi,
+                            skip,
+                            emit,
+                        )?;
                     }
                     Some(ix) if relation.indexes[*ix].whole => {
                         // Every argument is bound: the atom itself is looked up, and its
@@ -2240,42 +2226,26 @@ impl<'a> Exec<'a> {
                         let Some(&head) = index.heads.get(&finish(h)) else {
                             return Ok(());
                         };
-                        // The bucket's positions in groups of `TOUCH` (`Exec::try_group`).
-                        let mut pos = head;
-                        let mut group = [0u32; TOUCH];
-                        let mut rows = [0 as TermId; TOUCH];
-                        while pos != NIL {
-                            let mut n = 0;
-                            while pos != NIL && n < TOUCH {
-                                let p = pos as usize;
-                                pos = index.older[p];
-                                if p >= hi {
-                                    continue;
-                                }
-                                if p < lo {
-                                    pos = NIL;
-                                    break;
-                                }
-                                if skip(p) || report && self.head_known_at(p) {
-                                    continue;
-                                }
-                                group[n] = p as u32;
-                                rows[n] = relation.rows[p];
-                                n += 1;
-                            }
-                            if self.try_group(
-                                conj,
-                                plan,
-                                steps,
-                                &at,
-                                report,
-                                &group[..n],
-                                &rows[..n],
-                                emit,
-                            )? {
-                                break;
-                            }
-                        }
+                        // The bucket's chain runs from the newest position to the oldest: those
+                        // past the range are passed over, and the first before it ends the scan.
+                        let chain = std::iter::successors((head != NIL).then_some(head), |&p| {
+                            let older = index.older[p as usize];
+                            (older != NIL).then_some(older)
+                        })
+                        .map(|p| p as usize)
+                        .filter(|&p| p < hi)
+                        .take_while(|&p| p >= lo);
+                        self.try_positions(
+                            conj,
+                            plan,
+                            steps,
+                            &at,
+                            report,
+                            &relation.rows,
+                            chain,
+                            skip,
+                            emit,
+                        )?;
                     }
                 }
                 Ok(())
@@ -3277,9 +3247,45 @@ impl<'a> Exec<'a> {
         n
     }
 
-    /// Unifies the literal with one atom and goes on with the next step; returns whether the
-    /// scan can stop (it is existential and matched).
-    #[inline]
+    /// Tries the rows at `positions` of a relation whose rows are `rows`, other than those
+    /// `skip` leaves out or whose head is known, in groups of `TOUCH` ([`Exec::try_group`]);
+    /// stops when a try asks to.
+    #[allow(clippy::too_many_arguments)]
+    fn try_positions(
+        &mut self,
+        conj: &Conj,
+        plan: &Plan,
+        steps: &[Step],
+        at: &Scanning,
+        report: bool,
+        rows: &[TermId],
+        mut positions: impl Iterator<Item = usize>,
+        skip: impl Fn(usize) -> bool,
+        emit: &mut Emit,
+    ) -> Result<(), Stop> {
+        let mut group = [0u32; TOUCH];
+        let mut terms = [0 as TermId; TOUCH];
+        loop {
+            let mut n = 0;
+            let mut more = true;
+            while n < TOUCH {
+                let Some(p) = positions.next() else {
+                    more = false;
+                    break;
+                };
+                if skip(p) || report && self.head_known_at(p) {
+                    continue;
+                }
+                group[n] = p as u32;
+                terms[n] = rows[p];
+                n += 1;
+            }
+            if self.try_group(conj, plan, steps, at, report, &group[..n], &terms[..n], emit)? || !more {
+                return Ok(());
+            }
+        }
+    }
+
     /// Tries the rows `rows` at the positions `group` of a scan, those a filter before let
     /// through, after reading their records together (`TermStore::touch_terms`): trying each
     /// row in turn would wait for two misses a row. A row whose head an earlier row of the
@@ -3312,6 +3318,9 @@ impl<'a> Exec<'a> {
         Ok(false)
     }
 
+    /// Unifies the literal with one atom and goes on with the next step; returns whether the
+    /// scan can stop (it is existential and matched).
+    #[inline]
     fn try_row(
         &mut self,
         conj: &Conj,
