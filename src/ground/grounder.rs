@@ -139,6 +139,10 @@ pub(crate) struct Grounder<'d> {
     /// The opaque relations (see `doc/opaque.md`): their calls are atoms whose values come from
     /// outside the ground program.
     opaque: Vec<bool>,
+    /// The relations whose atoms the fixpoint took from their calls (`calls_as_atoms`): an
+    /// atom of theirs that no ground rule has is false, and a rule that negates one is
+    /// instantiated after their rules are settled, without that literal.
+    by_calls: Vec<bool>,
     /// The most solutions one derivation may find (`eliminate` sets it).
     budget: usize,
     /// For a head relation and a relation read by a literal with exactly the head's arguments
@@ -337,6 +341,7 @@ impl<'d> Grounder<'d> {
             parallel_round: PARALLEL_ROUND,
             split_variant: SPLIT_VARIANT,
             run_ahead: true,
+            by_calls: vec![false; n],
         };
         g.opaque.resize(n, false);
         g.classify()?;
@@ -711,9 +716,9 @@ impl<'d> Grounder<'d> {
     /// `p(X) ⇐ calls of p(X)`. Its rules are then left out of the fixpoint (that rule derives
     /// every atom they derive: `derived_rules`), which only asks whether each atom a negated
     /// literal names can hold; every atom that holds is a call, so the calls are an
-    /// over-approximation. A call no rule derives then stays in the ground rules that negate
-    /// it, as an atom without rules, which is false. The relation's rules are instantiated as
-    /// before. Chess's check test, `threatened_with_capture/7`, read under `not` by the
+    /// over-approximation. The relation's rules are instantiated as before; a call none of
+    /// them derives is false, and the rules that negate it, instantiated once the relation's
+    /// rules are settled, leave it out (`Exec::by_calls`). Chess's check test, `threatened_with_capture/7`, read under `not` by the
     /// `legal` rules, took about 400 ms of the fixpoint to derive its 313,096 atoms, one per
     /// call.
     fn calls_as_atoms(&mut self, k: Keys) {
@@ -757,6 +762,7 @@ impl<'d> Grounder<'d> {
             if garity != arity {
                 continue;
             }
+            self.by_calls[p] = true;
             let vars: Box<[Pat]> = (0..arity as u32).map(Pat::Var).collect();
             self.conjs.push(Conj {
                 head: AtomPat {
@@ -856,6 +862,7 @@ impl<'d> Grounder<'d> {
             &mut self.output,
             &mut self.evaluated,
             &mut self.opaque,
+            &mut self.by_calls,
         ] {
             v.resize(n, false);
         }
@@ -1720,6 +1727,7 @@ impl<'d> Grounder<'d> {
             desc: self.desc,
             k,
             bounds: &bounds,
+            by_calls: &self.by_calls,
         };
         let store = &self.store;
         let rel_names = &self.rel_names;
@@ -1772,10 +1780,22 @@ impl<'d> Grounder<'d> {
                 });
                 Some(from_join)
             };
-            let ahead = |plan: &Plan| run_ahead && !plan.reads_settled();
-            for (j, (_, plan, _)) in plans.iter().enumerate() {
-                if ahead(plan) {
-                    handed[j] = hand(j, &unread);
+            // A join that negates an atom taken from the calls reads whether it has rules
+            // (`Exec::by_calls`) in the settled identities too.
+            let by_calls = &self.by_calls;
+            let negates_calls = |ci: usize| {
+                conjs[ci]
+                    .body
+                    .iter()
+                    .any(|item| matches!(item, Item::Neg(a) if by_calls[a.rel as usize]))
+            };
+            let ahead: Vec<bool> = plans
+                .iter()
+                .map(|(ci, plan, _)| run_ahead && !plan.reads_settled() && !negates_calls(*ci))
+                .collect();
+            for (j, slot) in handed.iter_mut().enumerate() {
+                if ahead[j] {
+                    *slot = hand(j, &unread);
                 }
             }
             let mut next_aux = 0u32;
@@ -1784,9 +1804,9 @@ impl<'d> Grounder<'d> {
                 let first = at;
                 let rules = &plans[at..at + cis.len()];
                 at += cis.len();
-                for j in first..at {
-                    if !ahead(&plans[j].1) {
-                        handed[j] = hand(j, &canon);
+                for (j, slot) in handed.iter_mut().enumerate().take(at).skip(first) {
+                    if !ahead[j] {
+                        *slot = hand(j, &canon);
                     }
                 }
                 for (j, (ci, _, plan_time)) in (first..).zip(rules) {
@@ -2304,6 +2324,7 @@ struct JoinCx<'a> {
     desc: &'a Description,
     k: Keys,
     bounds: &'a Bounds,
+    by_calls: &'a [bool],
 }
 
 /// The most threads that run the joins of instantiation. Each holds a join's tables (the
@@ -2537,6 +2558,7 @@ fn run_join(jc: &JoinCx, job: Job) {
         jc.deadline,
     );
     exec.canon = &canon;
+    exec.by_calls = jc.by_calls;
     exec.exclusive = Some(k.does);
     exec.head_item = guard.map_or(usize::MAX, |(item, _)| item);
     let mut batch = Batch::new();

@@ -1737,6 +1737,12 @@ const NOT_HOLDING: TermId = TermId::MAX;
 /// The relation number of a negated literal waiting to be looked up (see [`NegWait`]).
 const WAITING: RelId = RelId::MAX - 1;
 
+/// Whether atom `t` of `rel`, if its relation's atoms are its calls (`by_calls`), has a
+/// settled identity, which only an atom with a ground rule has when its relation is settled.
+fn settled_if_by_calls(by_calls: &[bool], canon: &[u32], rel: RelId, t: TermId) -> bool {
+    !by_calls.get(rel as usize).is_some_and(|&b| b) || canon.get(t as usize).is_some_and(|&c| c != u32::MAX)
+}
+
 /// After how many questions a negated literal whose memo answered fewer than a quarter of
 /// them stops keeping one.
 const NEG_MEMO_TRIAL: u32 = 1 << 14;
@@ -1878,6 +1884,11 @@ pub(crate) struct Exec<'a> {
     /// not settled): atoms of relations instantiated before, read through the identification
     /// of atoms with equal definitions. Empty while deriving.
     pub canon: &'a [u32],
+    /// The relations whose atoms the fixpoint took from their calls (see
+    /// `Grounder::calls_as_atoms`): one of their atoms that `canon` does not have got no ground
+    /// rule, and is false. Empty while deriving; a join that reads it runs after those
+    /// relations are settled.
+    pub by_calls: &'a [bool],
     /// For each sub-join with a family, the auxiliary atom made for each set of solutions read
     /// through `canon`: a family whose solutions are the same atoms as another's (in chess,
     /// the check tests of ignored squares off the king's lines) takes that family's atoms
@@ -1991,6 +2002,7 @@ impl<'a> Exec<'a> {
             memo: Vec::new(),
             families: Vec::new(),
             canon: &[],
+            by_calls: &[],
             shared: Vec::new(),
             split_sols: Vec::new(),
             exclusive: None,
@@ -3575,7 +3587,7 @@ impl Exec<'_> {
     /// `NEG_MEMO_TRIAL` times) stops being remembered.
     fn negated_atom(&mut self, item: usize, a: &AtomPat) -> Option<TermId> {
         let Some(nm) = self.neg_memo.get_mut(item).and_then(Option::as_mut) else {
-            return self.find_atom(a).filter(|&t| self.store.holds(t));
+            return self.find_atom(a).filter(|&t| self.may_hold(a.rel, t));
         };
         let mut key = std::mem::take(&mut self.key);
         key.clear();
@@ -3593,7 +3605,7 @@ impl Exec<'_> {
         } else {
             nm.memo.keys.len() < MAX_NEG_MEMO * nm.vars.len().max(1)
         };
-        let t = self.find_atom(a).filter(|&t| self.store.holds(t));
+        let t = self.find_atom(a).filter(|&t| self.may_hold(a.rel, t));
         if keep {
             if let Some(nm) = self.neg_memo[item].as_mut() {
                 nm.memo.insert_hashed(h, &key, t.unwrap_or(NOT_HOLDING));
@@ -3601,6 +3613,12 @@ impl Exec<'_> {
         }
         self.key = key;
         t
+    }
+
+    /// Whether atom `t` of `rel` can hold while instantiating: it is in the over-approximation,
+    /// and if that took it from its calls (`by_calls`), it has a ground rule.
+    fn may_hold(&self, rel: RelId, t: TermId) -> bool {
+        self.store.holds(t) && settled_if_by_calls(self.by_calls, self.canon, rel, t)
     }
 
     /// Puts negated literal `a` (of variables and constants) among those waiting to be looked
@@ -3672,7 +3690,9 @@ impl Exec<'_> {
             } else {
                 store.find_hashed(h, w.sym, args)
             };
-            found.push(t.filter(|&t| store.holds(t)).unwrap_or(NOT_HOLDING));
+            let may_hold =
+                |t: TermId| store.holds(t) && settled_if_by_calls(self.by_calls, self.canon, w.rel, t);
+            found.push(t.filter(|&t| may_hold(t)).unwrap_or(NOT_HOLDING));
         }
         self.neg_hashes = hashes;
         // The solutions, rewritten in place.

@@ -31,6 +31,11 @@
 //! that no positive literal reads keeps its special rules itself (`rs` is `r`): chess's check
 //! tests, read only under `not`, stay relations whose calls are their atoms
 //! (`Grounder::calls_as_atoms`), each call instantiated with the rules that read its square.
+//! Such a relation goes without its rule `r(X, I) ⇐ r0(X) ∧ D(I)` too, when every rule that
+//! negates it can say what that rule said (`Split::unlink`): `not r(Y, J)` becomes
+//! `not r0(Y) ∧ not r(Y, J)` where `D(J)` holds (and `not r(Y, J)` alone where it does not),
+//! so that a call that no special rule derives is no atom of the ground program (it was one
+//! atom and one rule per call: 313,096 of each in chess).
 //!
 //! By induction over derivations, `t(Y, J)` holds exactly when `t0(Y) ∧ D(J)` or `ts(Y, J)`
 //! does: a free rule's instance holds for every value of `D` at `I`; a passing rule's instance
@@ -423,6 +428,31 @@ pub(crate) fn split_passed_arguments(
         };
         parts[r] = Some((r0, rs));
     }
+    // A split relation that keeps its special rules itself (read only under `not`) is read
+    // without its rule `r(X, I) ⇐ r0(X) ∧ D(I)` when every rule that negates it can be
+    // rewritten (`Split::unlink`): each would otherwise be instantiated once per call.
+    let mut unlinked = vec![false; n];
+    for &r in &split {
+        let (_, rs) = parts[r].as_ref().expect("split");
+        unlinked[r] = rs.rel == r as RelId;
+    }
+    for conj in conjs.iter() {
+        let negated = conj
+            .body
+            .iter()
+            .filter(|item| matches!(item, Item::Neg(a) if unlinked[a.rel as usize]))
+            .count();
+        if negated == 0 {
+            continue;
+        }
+        if conj.magic || negated > MAX_UNLINKED {
+            for item in &conj.body {
+                if let Item::Neg(a) = item {
+                    unlinked[a.rel as usize] = false;
+                }
+            }
+        }
+    }
     let cx = Split {
         passed: &passed,
         parts: &parts,
@@ -476,7 +506,9 @@ pub(crate) fn split_passed_arguments(
             }
         }
         for (conj, carrier) in variants {
-            out.extend(cx.expand(conj, carrier, rewritten));
+            for c in cx.expand(conj, carrier, rewritten) {
+                out.extend(cx.unlink(c, &unlinked));
+            }
         }
     }
     // The two rules that give each split relation back, for the literals left reading it.
@@ -500,7 +532,7 @@ pub(crate) fn split_passed_arguments(
                 }));
             }
         }
-        let mut bodies = vec![body0];
+        let mut bodies = if unlinked[r] { Vec::new() } else { vec![body0] };
         if rs.rel != r as RelId {
             bodies.push(vec![Item::Pos(cx.renamed(&head, rs))]);
         }
@@ -518,6 +550,10 @@ pub(crate) fn split_passed_arguments(
     *conjs = out;
     made
 }
+
+/// The most negated literals of relations read without their `r0` rule (`Split::unlink`) a
+/// rule may have; a relation negated more often in one rule keeps that rule.
+const MAX_UNLINKED: usize = 2;
 
 /// A relation and its symbol.
 #[derive(Clone, Copy)]
@@ -553,6 +589,61 @@ impl Split<'_> {
                 .map(|(_, arg)| arg.clone())
                 .collect(),
         }
+    }
+
+    /// `conj` with each negated literal `not r(Y, J)` of a relation `r` that is `unlinked`
+    /// (its rule `r(X, I) ⇐ r0(X) ∧ D(I)` left out, `r` keeping only its own rules) written as
+    /// what it stood for: `not r(Y, J)` is `(not r0(Y) or not D(J)) and not r(Y, J)` with `r`
+    /// without that rule, so the rule becomes one reading `D(J) ∧ not r0(Y) ∧ not r(Y, J)` and
+    /// one reading `not d(J_i) ∧ not r(Y, J)` for each domain literal `d` of `D`. The domains
+    /// are static, so each instance keeps one of them at most, and in the games where the
+    /// values always lie in the domains (chess's squares), only the first.
+    fn unlink(&self, conj: Conj, unlinked: &[bool]) -> Vec<Conj> {
+        let at: Vec<usize> = conj
+            .body
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| matches!(item, Item::Neg(a) if unlinked[a.rel as usize]))
+            .map(|(k, _)| k)
+            .collect();
+        let mut out = vec![conj];
+        // Each literal in turn, at its place in the original body; what is added goes after
+        // it, so the places stay.
+        for &k in &at {
+            let mut next = Vec::with_capacity(out.len() * 3);
+            for c in out {
+                let Item::Neg(t) = c.body[k].clone() else {
+                    unreachable!("chosen among negated literals")
+                };
+                let r = t.rel as usize;
+                let (r0, _) = self.parts[r].as_ref().expect("split");
+                let p = self.passed[r].as_ref().expect("split");
+                let domain_of = |i: usize, d: RelId| AtomPat {
+                    rel: d,
+                    sym: self.syms[d as usize],
+                    args: vec![t.args[i].clone()].into(),
+                };
+                let mut inside = c.clone();
+                inside.body[k] = Item::Neg(self.project(&t, r0, p));
+                for (i, domains) in p {
+                    for &d in domains {
+                        inside.body.push(Item::Pos(domain_of(*i, d)));
+                    }
+                }
+                inside.body.push(Item::Neg(t.clone()));
+                next.push(inside);
+                for (i, domains) in p {
+                    for &d in domains {
+                        let mut outside = c.clone();
+                        outside.body[k] = Item::Neg(domain_of(*i, d));
+                        outside.body.push(Item::Neg(t.clone()));
+                        next.push(outside);
+                    }
+                }
+            }
+            out = next;
+        }
+        out
     }
 
     /// `a` as an atom of `to`, with the same arguments.
@@ -648,7 +739,7 @@ impl Split<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{agrees, ground_src, texts};
+    use super::super::tests::{agrees, ground_src, rules, texts};
     use super::super::AtomKind;
 
     /// A line of 32 cells with pieces that step right, a rook at cell 1 and a king at cell 30.
@@ -710,6 +801,30 @@ mod tests {
             "{with_cell:?}"
         );
         assert!(with_cell.len() < 32 * 30, "{}", with_cell.len());
+        assert!(agrees(&src, 20) > 0);
+    }
+
+    #[test]
+    fn a_relation_read_under_not_is_read_as_its_two_parts() {
+        let src = line();
+        let g = ground_src(&src);
+        let all = rules(&g);
+        // `attacked`, read only under `not`, keeps only the rules that read the ignored cell:
+        // none reads the part without it (the rule `attacked(i) ⇐ attacked0 ∧ cell(i)`,
+        // instantiated once per call).
+        let attacked: Vec<&String> = all.iter().filter(|r| r.starts_with("(attacked ")).collect();
+        assert!(!attacked.is_empty(), "{}", all.join("\n"));
+        for r in &attacked {
+            let (head, body) = r.split_once(" <=").expect("a rule");
+            let cell = head.trim_start_matches("(attacked ").trim_end_matches(')');
+            assert!(body.contains(&format!(" {cell})")), "{r}");
+        }
+        // The moves negate that part themselves, beside the rules that read the cell.
+        let moves: Vec<&String> = all.iter().filter(|r| r.contains("(not (attacked ")).collect();
+        assert!(!moves.is_empty(), "{}", all.join("\n"));
+        for r in &moves {
+            assert!(r.contains("(not (;or "), "{r}");
+        }
         assert!(agrees(&src, 20) > 0);
     }
 }
