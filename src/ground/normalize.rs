@@ -191,33 +191,10 @@ pub(crate) fn normalize(
         let head = cx.atom(&rule.head);
         let mut bodies: Vec<Vec<Item>> = vec![Vec::new()];
         for (li, l) in rule.body.iter().enumerate() {
-            if let Some((vars, atoms)) = or_of_atoms(l) {
-                let sym = Symbol(desc.symbols.len() as u32 + ors);
-                ors += 1;
-                let rel = cx.rels.id(sym, vars.len());
-                for a in atoms {
-                    let mut dcx = RuleCx {
-                        store: cx.store,
-                        rels: cx.rels,
-                        vars: Vec::new(),
-                    };
-                    let args = vars.iter().map(|&v| dcx.pat(&Term::Var(v))).collect();
-                    let body = vec![Item::Pos(dcx.atom(a))];
-                    out.push(Conj {
-                        head: AtomPat { rel, sym, args },
-                        body,
-                        nvars: dcx.vars.len(),
-                        rule: Some(i),
-                        var_names: dcx.vars.clone(),
-                        magic: false,
-                    });
-                }
-                let args = vars.iter().map(|&v| cx.pat(&Term::Var(v))).collect();
-                let item = Item::Pos(AtomPat { rel, sym, args });
-                bodies = product(bodies, vec![vec![item]]).ok_or_else(|| too_large(desc, i, rule.span))?;
-                continue;
-            }
-            if let Some((vars, disjuncts)) = or_with_binders(rule, li, &state) {
+            let as_relation = or_of_atoms(l)
+                .map(|(vars, atoms)| (vars, atoms.into_iter().map(|a| (a, Vec::new())).collect()))
+                .or_else(|| or_with_binders(rule, li, &state));
+            if let Some((vars, disjuncts)) = as_relation {
                 let sym = Symbol(desc.symbols.len() as u32 + ors);
                 ors += 1;
                 let rel = cx.rels.id(sym, vars.len());
