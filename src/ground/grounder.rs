@@ -1655,6 +1655,8 @@ impl<'d> Grounder<'d> {
             scratch: Vec::new(),
             ranges: Vec::new(),
             local: Vec::new(),
+            by_calls: self.by_calls.clone(),
+            settled_relations: vec![false; n],
         };
         let cx = KindCx {
             k,
@@ -1780,18 +1782,9 @@ impl<'d> Grounder<'d> {
                 });
                 Some(from_join)
             };
-            // A join that negates an atom taken from the calls reads whether it has rules
-            // (`Exec::by_calls`) in the settled identities too.
-            let by_calls = &self.by_calls;
-            let negates_calls = |ci: usize| {
-                conjs[ci]
-                    .body
-                    .iter()
-                    .any(|item| matches!(item, Item::Neg(a) if by_calls[a.rel as usize]))
-            };
             let ahead: Vec<bool> = plans
                 .iter()
-                .map(|(ci, plan, _)| run_ahead && !plan.reads_settled() && !negates_calls(*ci))
+                .map(|(_, plan, _)| run_ahead && !plan.reads_settled())
                 .collect();
             for (j, slot) in handed.iter_mut().enumerate() {
                 if ahead[j] {
@@ -1864,6 +1857,9 @@ impl<'d> Grounder<'d> {
                 // The joins have let go of their copies of the identities before their last
                 // batch, so this takes the one left rather than copying it.
                 out.settle(Arc::make_mut(&mut canon))?;
+                for &ci in cis {
+                    out.settled_relations[conjs[ci].head.rel as usize] = true;
+                }
             }
             Ok(())
         })?;
@@ -2558,7 +2554,11 @@ fn run_join(jc: &JoinCx, job: Job) {
         jc.deadline,
     );
     exec.canon = &canon;
-    exec.by_calls = jc.by_calls;
+    if plan.reads_settled() {
+        // Handed out once the components before it are settled: an atom taken from the calls
+        // that `canon` lacks has no rule.
+        exec.by_calls = jc.by_calls;
+    }
     exec.exclusive = Some(k.does);
     exec.head_item = guard.map_or(usize::MAX, |(item, _)| item);
     let mut batch = Batch::new();
@@ -2954,6 +2954,11 @@ struct Out {
     /// (chess: 63 components over 1.5 million atoms, about 190 million instructions of
     /// `memset` on the output thread).
     local: Vec<u32>,
+    /// The relations whose atoms the fixpoint took from their calls (`Grounder::by_calls`).
+    by_calls: Vec<bool>,
+    /// The relations whose components are settled: an atom of theirs without an identity
+    /// has no rule.
+    settled_relations: Vec<bool>,
 }
 
 impl Out {
@@ -3010,6 +3015,9 @@ impl Out {
             for &(_, end) in &rules[i..j] {
                 let s = scratch.len();
                 for l in &lits[start..end] {
+                    if self.ruleless(l) {
+                        continue;
+                    }
                     let atom = self.lit_atom(l, store, cx, name)?;
                     ready &= self.settled[atom.index()];
                     scratch.push(GroundLit::new(self.alias[atom.index()], l.negated));
@@ -3040,6 +3048,17 @@ impl Out {
         self.scratch = scratch;
         self.ranges = ranges;
         Ok(())
+    }
+
+    /// Whether `l` negates an atom that has no rule and so is false, making the literal true:
+    /// an atom of a relation whose atoms the fixpoint took from its calls, which is settled
+    /// and never got an identity (no rule of it named it as its head).
+    fn ruleless(&self, l: &OutLit) -> bool {
+        l.negated
+            && l.rel != AUX
+            && self.by_calls.get(l.rel as usize).is_some_and(|&b| b)
+            && self.settled_relations[l.rel as usize]
+            && self.atom_of.get(l.atom as usize).is_none_or(|&id| id == u32::MAX)
     }
 
     /// The atom a rule's literal names (an auxiliary atom or one of a relation), numbered
@@ -3076,6 +3095,9 @@ impl Out {
         let mut body = std::mem::take(&mut self.body);
         body.clear();
         for l in lits {
+            if self.ruleless(l) {
+                continue;
+            }
             let atom = self.lit_atom(l, store, cx, name)?;
             body.push(GroundLit::new(atom, l.negated));
         }
