@@ -594,10 +594,11 @@ impl Split<'_> {
     /// `conj` with each negated literal `not r(Y, J)` of a relation `r` that is `unlinked`
     /// (its rule `r(X, I) ⇐ r0(X) ∧ D(I)` left out, `r` keeping only its own rules) written as
     /// what it stood for: `not r(Y, J)` is `(not r0(Y) or not D(J)) and not r(Y, J)` with `r`
-    /// without that rule, so the rule becomes one reading `D(J) ∧ not r0(Y) ∧ not r(Y, J)` and
-    /// one reading `not d(J_i) ∧ not r(Y, J)` for each domain literal `d` of `D`. The domains
-    /// are static, so each instance keeps one of them at most, and in the games where the
-    /// values always lie in the domains (chess's squares), only the first.
+    /// without that rule, so the rule becomes one reading `not r0(Y) ∧ not r(Y, J)` and one
+    /// reading `not d(J_i) ∧ not r(Y, J)` for each domain literal `d` of `D`. The domains are
+    /// static, so the latter have instances only for values outside them, none in games where
+    /// the values always lie in the domains (chess's squares). (The first rule needs no `D(J)`:
+    /// where it fails, the others hold.)
     fn unlink(&self, conj: Conj, unlinked: &[bool]) -> Vec<Conj> {
         let at: Vec<usize> = conj
             .body
@@ -625,11 +626,6 @@ impl Split<'_> {
                 };
                 let mut inside = c.clone();
                 inside.body[k] = Item::Neg(self.project(&t, r0, p));
-                for (i, domains) in p {
-                    for &d in domains {
-                        inside.body.push(Item::Pos(domain_of(*i, d)));
-                    }
-                }
                 inside.body.push(Item::Neg(t.clone()));
                 next.push(inside);
                 for (i, domains) in p {
