@@ -1430,6 +1430,51 @@ fn a_relation_read_only_under_not_takes_its_calls_as_atoms_in_the_fixpoint() {
     assert!(agrees(BLOCKED, 30) > 0);
 }
 
+/// `blocked` is read only under `not`, by a `legal` rule whose cells grow by one each step,
+/// and calls `near`, which the `legal` rule calls too: the calls of `blocked` are in the
+/// component of the game, through those of `near`.
+const BLOCKED_GROWING: &str = "
+    (role p)
+    (succ 1 2) (succ 2 3) (succ 3 4) (succ 4 5) (succ 5 6)
+    (init (reach 1))
+    (<= (next (reach ?d)) (true (reach ?c)) (succ ?c ?d))
+    (<= (next (reach ?c)) (true (reach ?c)))
+    (<= (near ?c ?d) (true (reach ?c)) (succ ?c ?d))
+    (<= (blocked ?c) (near ?c ?d) (true (mark ?d)))
+    (<= (legal p (put ?d)) (true (reach ?c)) (near ?c ?d) (not (blocked ?c)))
+    (legal p wait)
+    (<= (next (mark ?c)) (does p (put ?c)))
+    (<= (next (mark ?c)) (true (mark ?c)))
+    (<= terminal (true (mark 6)))
+    (<= (goal p 100) (true (mark 6)))
+    (<= (goal p 0) (not (true (mark 6))))
+";
+
+#[test]
+fn the_calls_of_a_relation_taken_as_atoms_are_derived_after_their_component() {
+    let (g, stats) =
+        super::ground_with_stats(&parse(BLOCKED_GROWING), &GroundLimits::default()).expect("it grounds");
+    // `reach` takes rounds to grow; the calls of `blocked`, left for after the component's
+    // fixpoint without them, are derived by one join.
+    let calls: Vec<(usize, usize)> = stats
+        .derivations
+        .iter()
+        .filter(|d| d.relation == "calls of blocked/1")
+        .map(|d| (d.runs, d.derived))
+        .collect();
+    assert_eq!(calls, [(1, 5)], "{:?}", stats.derivations);
+    let all = rules(&g);
+    for c in 2..=6 {
+        assert!(
+            all.iter()
+                .any(|r| r.starts_with(&format!("(legal p (put {c})) <="))),
+            "{}",
+            all.join("\n")
+        );
+    }
+    assert!(agrees(BLOCKED_GROWING, 20) > 0);
+}
+
 /// A game whose `threat` has three rules, two of which never read its third argument (the
 /// ignored cell) beyond checking that it is a cell.
 const IGNORED: &str = "
