@@ -721,10 +721,10 @@ impl<'d> Grounder<'d> {
     /// every atom they derive: `derived_rules`), which only asks whether each atom a negated
     /// literal names can hold; every atom that holds is a call, so the calls are an
     /// over-approximation. The relation's rules are instantiated as before; a call none of
-    /// them derives is false, and the rules that negate it, instantiated once the relation's
-    /// rules are settled, leave it out (`Exec::by_calls`). Chess's check test, `threatened_with_capture/7`, read under `not` by the
-    /// `legal` rules, took about 400 ms of the fixpoint to derive its 313,096 atoms, one per
-    /// call.
+    /// them derives is false, and the rules that negate it leave it out (`Out::ruleless`,
+    /// `Exec::by_calls`). Chess's check test, `threatened_with_capture/7`, read under `not` by
+    /// the `legal` rules, took about 400 ms of the fixpoint to derive its 313,096 atoms, one
+    /// per call.
     fn calls_as_atoms(&mut self, k: Keys) {
         let n = self.rels.len();
         self.by_calls.resize(n, false);
@@ -1696,8 +1696,7 @@ impl<'d> Grounder<'d> {
             scratch: Vec::new(),
             ranges: Vec::new(),
             local: Vec::new(),
-            by_calls: self.by_calls.clone(),
-            settled_relations: vec![false; n],
+            settled_by_calls: vec![false; n],
         };
         let cx = KindCx {
             k,
@@ -1899,7 +1898,8 @@ impl<'d> Grounder<'d> {
                 // batch, so this takes the one left rather than copying it.
                 out.settle(Arc::make_mut(&mut canon))?;
                 for &ci in cis {
-                    out.settled_relations[conjs[ci].head.rel as usize] = true;
+                    let r = conjs[ci].head.rel as usize;
+                    out.settled_by_calls[r] = jc.by_calls[r];
                 }
             }
             Ok(())
@@ -2995,11 +2995,9 @@ struct Out {
     /// (chess: 63 components over 1.5 million atoms, about 190 million instructions of
     /// `memset` on the output thread).
     local: Vec<u32>,
-    /// The relations whose atoms the fixpoint took from their calls (`Grounder::by_calls`).
-    by_calls: Vec<bool>,
-    /// The relations whose components are settled: an atom of theirs without an identity
-    /// has no rule.
-    settled_relations: Vec<bool>,
+    /// The relations whose atoms the fixpoint took from their calls (`Grounder::by_calls`) and
+    /// whose components are settled: an atom of theirs without an identity has no rule.
+    settled_by_calls: Vec<bool>,
 }
 
 impl Out {
@@ -3096,9 +3094,7 @@ impl Out {
     /// and never got an identity (no rule of it named it as its head).
     fn ruleless(&self, l: &OutLit) -> bool {
         l.negated
-            && l.rel != AUX
-            && self.by_calls.get(l.rel as usize).is_some_and(|&b| b)
-            && self.settled_relations[l.rel as usize]
+            && self.settled_by_calls.get(l.rel as usize).is_some_and(|&s| s)
             && self.atom_of.get(l.atom as usize).is_none_or(|&id| id == u32::MAX)
     }
 

@@ -1737,12 +1737,6 @@ const NOT_HOLDING: TermId = TermId::MAX;
 /// The relation number of a negated literal waiting to be looked up (see [`NegWait`]).
 const WAITING: RelId = RelId::MAX - 1;
 
-/// Whether atom `t` of `rel`, if its relation's atoms are its calls (`by_calls`), has a
-/// settled identity, which only an atom with a ground rule has when its relation is settled.
-fn settled_if_by_calls(by_calls: &[bool], canon: &[u32], rel: RelId, t: TermId) -> bool {
-    !by_calls.get(rel as usize).is_some_and(|&b| b) || canon.get(t as usize).is_some_and(|&c| c != u32::MAX)
-}
-
 /// After how many questions a negated literal whose memo answered fewer than a quarter of
 /// them stops keeping one.
 const NEG_MEMO_TRIAL: u32 = 1 << 14;
@@ -3616,9 +3610,12 @@ impl Exec<'_> {
     }
 
     /// Whether atom `t` of `rel` can hold while instantiating: it is in the over-approximation,
-    /// and if that took it from its calls (`by_calls`), it has a ground rule.
+    /// and if that took it from its calls (`by_calls`), it has a settled identity, which only
+    /// an atom with a ground rule has once its relation is settled.
     fn may_hold(&self, rel: RelId, t: TermId) -> bool {
-        self.store.holds(t) && settled_if_by_calls(self.by_calls, self.canon, rel, t)
+        self.store.holds(t)
+            && (!self.by_calls.get(rel as usize).is_some_and(|&b| b)
+                || self.canon.get(t as usize).is_some_and(|&c| c != u32::MAX))
     }
 
     /// Puts negated literal `a` (of variables and constants) among those waiting to be looked
@@ -3690,9 +3687,7 @@ impl Exec<'_> {
             } else {
                 store.find_hashed(h, w.sym, args)
             };
-            let may_hold =
-                |t: TermId| store.holds(t) && settled_if_by_calls(self.by_calls, self.canon, w.rel, t);
-            found.push(t.filter(|&t| may_hold(t)).unwrap_or(NOT_HOLDING));
+            found.push(t.filter(|&t| self.may_hold(w.rel, t)).unwrap_or(NOT_HOLDING));
         }
         self.neg_hashes = hashes;
         // The solutions, rewritten in place.

@@ -525,11 +525,7 @@ pub(crate) fn split_passed_arguments(
         let mut body0 = vec![Item::Pos(cx.project(&head, r0, p))];
         for (i, domains) in p {
             for &d in domains {
-                body0.push(Item::Pos(AtomPat {
-                    rel: d,
-                    sym: cx.syms[d as usize],
-                    args: vec![Pat::Var(*i as u32)].into(),
-                }));
+                body0.push(Item::Pos(cx.domain(d, Pat::Var(*i as u32))));
             }
         }
         let mut bodies = if unlinked[r] { Vec::new() } else { vec![body0] };
@@ -619,11 +615,6 @@ impl Split<'_> {
                 let r = t.rel as usize;
                 let (r0, _) = self.parts[r].as_ref().expect("split");
                 let p = self.passed[r].as_ref().expect("split");
-                let domain_of = |i: usize, d: RelId| AtomPat {
-                    rel: d,
-                    sym: self.syms[d as usize],
-                    args: vec![t.args[i].clone()].into(),
-                };
                 let mut inside = c.clone();
                 inside.body[k] = Item::Neg(self.project(&t, r0, p));
                 inside.body.push(Item::Neg(t.clone()));
@@ -631,7 +622,7 @@ impl Split<'_> {
                 for (i, domains) in p {
                     for &d in domains {
                         let mut outside = c.clone();
-                        outside.body[k] = Item::Neg(domain_of(*i, d));
+                        outside.body[k] = Item::Neg(self.domain(d, t.args[*i].clone()));
                         outside.body.push(Item::Neg(t.clone()));
                         next.push(outside);
                     }
@@ -640,6 +631,15 @@ impl Split<'_> {
             out = next;
         }
         out
+    }
+
+    /// The atom of domain relation `d` at `arg`.
+    fn domain(&self, d: RelId, arg: Pat) -> AtomPat {
+        AtomPat {
+            rel: d,
+            sym: self.syms[d as usize],
+            args: vec![arg].into(),
+        }
     }
 
     /// `a` as an atom of `to`, with the same arguments.
@@ -687,11 +687,7 @@ impl Split<'_> {
                     c.body.push(Item::Pos(self.project(t, t0, q)));
                     for (i, domains) in q {
                         for &d in domains {
-                            c.body.push(Item::Pos(AtomPat {
-                                rel: d,
-                                sym: self.syms[d as usize],
-                                args: vec![t.args[*i].clone()].into(),
-                            }));
+                            c.body.push(Item::Pos(self.domain(d, t.args[*i].clone())));
                         }
                     }
                 } else {
