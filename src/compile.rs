@@ -192,6 +192,8 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
         net.verify()?;
         net::order(&net)
     };
+    let mut program = program;
+    net::arrange_inputs(&mut net, &mut program);
     program
         .validate()
         .map_err(|e| CompileError::Invalid(e.to_string()))?;

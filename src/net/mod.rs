@@ -21,7 +21,7 @@ pub(crate) use build::build_unnamed;
 pub use build::{build, NetLimits, Recursion};
 pub use demand::add_demand;
 pub use dot::{to_dot, DOT_MAX_NODES};
-pub use order::order;
+pub use order::{arrange_inputs, order};
 pub(crate) use passes::optimize_unnamed;
 pub use passes::{optimize, optimize_built, Pass, PassReport};
 pub use stats::NetStats;

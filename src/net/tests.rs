@@ -1155,3 +1155,70 @@ fn and_pairs_keep_every_output_of_random_nets() {
     assert!(changed > 500, "pairs changed {changed} of 2000 nets");
     assert!(after * 10 < before * 9, "operands {before} became {after}");
 }
+
+#[test]
+fn inputs_are_arranged_in_the_order_the_next_state_entry_first_reads_them() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/games/breakthrough.kif");
+    let text = std::fs::read_to_string(path).expect("the shipped game");
+    let desc = crate::gdl::parse(&text).expect("parses");
+    let compiled = crate::compile::compile(&desc, &crate::compile::Options::default()).expect("compiles");
+    let program = &compiled.program;
+    // The net handed out and the program agree: the net's program has the same layout and
+    // computes the same outputs on random lanes (its gates come in another order, as the
+    // legal outputs are visited in the order of the inputs).
+    let again = order(&compiled.net);
+    assert_eq!(again.layout, program.layout);
+    let mut rng = propjet_runtime::Rng::new(3);
+    let ours = Interpreter::new(program.clone()).expect("valid");
+    let theirs = Interpreter::new(again.clone()).expect("valid");
+    for _ in 0..20 {
+        let mut a = vec![0u64; program.num_slots()];
+        for v in &mut a[2..program.first_gate_slot()] {
+            *v = rng.next_u64();
+        }
+        a[1] = !0;
+        let mut b = vec![0u64; again.num_slots()];
+        b[..again.first_gate_slot()].copy_from_slice(&a[..program.first_gate_slot()]);
+        for entry in propjet_runtime::Entry::ALL {
+            ours.eval(entry, &mut a).expect("runs");
+            theirs.eval(entry, &mut b).expect("runs");
+            for (x, y) in program.outputs(entry).iter().zip(again.outputs(entry)) {
+                let value = |v: &[u64], l: &propjet_runtime::Lit| {
+                    v[l.slot() as usize] ^ if l.is_negated() { !0 } else { 0 }
+                };
+                assert_eq!(value(&a, x), value(&b, y), "{entry:?}");
+            }
+        }
+    }
+    // Within each role, the inputs first read by the next-state entry's gates, in their order,
+    // are the role's first inputs, one after the other.
+    let layout = &program.layout;
+    let first = program.first_input_slot() as u32;
+    let mut expected: Vec<u32> = layout.role_inputs.iter().map(|r| r.start).collect();
+    let mut seen = vec![false; program.num_inputs()];
+    for &g in program.gates_of(propjet_runtime::Entry::Next) {
+        for lit in program.gate_operands(g as usize).expect("a gate") {
+            let i = lit.slot().wrapping_sub(first);
+            if (i as usize) < seen.len() && !seen[i as usize] {
+                seen[i as usize] = true;
+                let role = layout.inputs[i as usize].0.index();
+                assert_eq!(
+                    i, expected[role],
+                    "input {} read first out of turn",
+                    layout.inputs[i as usize].1
+                );
+                expected[role] += 1;
+            }
+        }
+    }
+    assert!(
+        seen.iter().filter(|&&s| s).count() > 100,
+        "the next-state entry reads the moves"
+    );
+    // The order is not the sorted order the net was built with: the arrangement moved inputs.
+    let sorted = layout.role_inputs.iter().all(|r| {
+        let names = &layout.inputs[r.start as usize..r.end as usize];
+        names.windows(2).all(|w| w[0].1 <= w[1].1)
+    });
+    assert!(!sorted, "no input moved");
+}
