@@ -173,6 +173,7 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
     // sweep over 3.8 million operands). An invalid net is a bug that ordering may meet as a
     // panic; the check's error is reported first all the same.
     let start = Instant::now();
+    net::arrange_inputs(&mut net);
     let program = if net.nodes.len() >= PARALLEL_NODES {
         let (verified, ordered) = std::thread::scope(|s| {
             let check = std::thread::Builder::new()
@@ -192,8 +193,6 @@ pub fn compile(desc: &Description, options: &Options) -> Result<Compiled, Compil
         net.verify()?;
         net::order(&net)
     };
-    let mut program = program;
-    net::arrange_inputs(&mut net, &mut program);
     program
         .validate()
         .map_err(|e| CompileError::Invalid(e.to_string()))?;

@@ -785,24 +785,22 @@ fn drive<const W: usize, B: Batch>(
                     }
                 }
             } else {
-                // A branch rather than a store at a place that moves on only past an input legal
-                // somewhere: that place would make each input wait for the one before it, and
-                // most inputs are legal nowhere or (a few games) nearly all somewhere.
-                let (found, mut n) = (&mut found[r], 0);
-                for (i, lit) in (range.start..range.end).zip(legal) {
-                    let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
-                    let (mut w, mut seen) = ([0u64; W], 0);
-                    for j in 0..W {
-                        w[j] = (words[slot + j] ^ neg) & active[j];
-                        two[j] |= one[j] & w[j];
-                        one[j] |= w[j];
-                        seen |= w[j];
-                    }
-                    if seen != 0 {
-                        found[n] = (i, w);
-                        n += 1;
-                    }
-                }
+                // Whether each input is legal in some live lane decides whether it is kept.
+                // Where nearly none is (a non-mover's inputs) or nearly all are, a branch on it
+                // is nearly always guessed right and costs less than a store per input at a
+                // place that moves on only past a kept input (each input then waits for the
+                // one before it: breakthrough's lanes were 5–15% slower). Where many are and
+                // many are not, the branch is guessed wrong about as often as right: with
+                // speedChess's inputs in the order the next-state entry reads them (grouped by
+                // square, the pieces mixed) that took a sixth of the step. The share kept in
+                // the role's last step decides.
+                let (found, last) = (&mut found[r], found_len[r]);
+                let mixed = last * 8 > inputs && last * 8 < inputs * 7;
+                let n = if mixed {
+                    collect_legal::<W, true>(words, legal, range.start, &active, one, two, found)
+                } else {
+                    collect_legal::<W, false>(words, legal, range.start, &active, one, two, found)
+                };
                 found_len[r] = n;
             }
             for j in 0..W {
@@ -973,6 +971,42 @@ fn drive<const W: usize, B: Batch>(
 /// Roles with at most this many inputs choose by transposing their legal words; roles with more
 /// append each legal move to per-lane lists, which does not touch inputs legal nowhere.
 const TRANSPOSE_MAX_INPUTS: usize = 256;
+
+/// One pass over a role's legal literals (the role's inputs from `first` on): adds each input's
+/// live legal lanes to `one` (lanes with a legal move) and to `two` (with a second one), and
+/// keeps the inputs legal in some live lane, in input order, with their words, at the front of
+/// `found` (as long as the role); returns how many. `STORE_ALWAYS` writes every input's entry
+/// and moves on past the kept ones, without a branch; otherwise a branch skips the others.
+#[inline(always)]
+fn collect_legal<const W: usize, const STORE_ALWAYS: bool>(
+    words: &[u64],
+    legal: &[crate::Lit],
+    first: u32,
+    active: &[u64; W],
+    one: &mut [u64; W],
+    two: &mut [u64; W],
+    found: &mut [(u32, [u64; W])],
+) -> usize {
+    let mut n = 0;
+    for (i, lit) in (first..).zip(legal) {
+        let (slot, neg) = (lit.slot() as usize * W, neg_mask(lit.0));
+        let (mut w, mut seen) = ([0u64; W], 0);
+        for j in 0..W {
+            w[j] = (words[slot + j] ^ neg) & active[j];
+            two[j] |= one[j] & w[j];
+            one[j] |= w[j];
+            seen |= w[j];
+        }
+        if STORE_ALWAYS {
+            found[n] = (i, w);
+            n += usize::from(seen != 0);
+        } else if seen != 0 {
+            found[n] = (i, w);
+            n += 1;
+        }
+    }
+    n
+}
 
 /// Transposes a 64×64 bit matrix in place: bit `c` of row `r` becomes bit `r` of row `c`. The
 /// recursive block swap: at block size `j`, the block right of the diagonal (rows with bit `j`

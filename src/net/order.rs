@@ -2,7 +2,7 @@
 //! together, negations folded into literals, constants into the two constant slots.
 
 use super::{Node, NodeId, Propnet};
-use propjet_runtime::{Entry, Gate, Layout, Lit, Loop, Loops, Op, OpaqueSlots, Program};
+use propjet_runtime::{Gate, Layout, Lit, Loop, Loops, Op, OpaqueSlots, Program};
 use std::ops::Range;
 
 /// Orders `net` into a program. Gates are emitted depth-first from the outputs of the legal,
@@ -81,102 +81,108 @@ pub(super) fn order_in_chunks(net: &Propnet, parallel: bool, chunk: usize) -> Pr
     program
 }
 
-/// Puts each role's inputs in the order in which the next-state entry first reads them, in
-/// `net` and in `program`, its program from [`order`], alike (`doc/native.md`, "Inputs in the
-/// order they are read"). Inputs the entry does not read follow those it reads, in the order
-/// they had. The gates stay as they are; only the inputs' indices, and so their slots and
-/// their places in the layout, change.
+/// Puts each role's inputs of `net` in the order in which [`order`] will have the next-state
+/// entry's gates first read them (`doc/native.md`, "Inputs in the order they are read").
+/// Inputs that entry does not read follow those it reads, in the order they had. Only the
+/// inputs' indices change (so their slots and places in the layout, once ordered); the
+/// compiler calls it just before [`order`], so that the legal outputs, emitted in input order,
+/// also lie in the new order.
 ///
 /// The next-state entry reads every input, most more than once, and in lanes of 128 states
 /// the input slots of a large game outgrow the level-1 data cache (speedChess: 3,522 inputs,
 /// 56 KiB); in sorted order the inputs that one gate reads lie far apart, in the order they
 /// are first read each cache line brings in inputs that the next gates read too.
-pub fn arrange_inputs(net: &mut Propnet, program: &mut Program) {
-    let Some(old_of_new) = inputs_by_first_read(program) else {
+pub fn arrange_inputs(net: &mut Propnet) {
+    let Some(old_of_new) = inputs_by_first_read(net) else {
         return;
     };
+    permute_inputs(net, &old_of_new);
+}
+
+/// `net` with input `old_of_new[k]` moved to index `k`: its place in `net.inputs` and every
+/// node that is it. `old_of_new` must keep each role's inputs in the role's range.
+pub(super) fn permute_inputs(net: &mut Propnet, old_of_new: &[u32]) {
     let mut new_of_old = vec![0u32; old_of_new.len()];
     for (new, &old) in old_of_new.iter().enumerate() {
         new_of_old[old as usize] = new as u32;
     }
-    let mut inputs = std::mem::take(&mut net.inputs);
+    let mut inputs: Vec<Option<super::InputProp>> =
+        std::mem::take(&mut net.inputs).into_iter().map(Some).collect();
     net.inputs = old_of_new
         .iter()
-        .map(|&old| std::mem::replace(&mut inputs[old as usize], placeholder_input()))
+        .map(|&old| inputs[old as usize].take().expect("a permutation"))
         .collect();
     for node in &mut net.nodes {
         if let Node::Input(i) = node {
             *i = new_of_old[*i as usize];
         }
     }
-    permute_inputs(program, &old_of_new, &new_of_old);
 }
 
-/// An input taken out of its place while the inputs are permuted.
-fn placeholder_input() -> super::InputProp {
-    super::InputProp {
-        role: propjet_runtime::RoleIdx(0),
-        name: String::new(),
-        legal: NodeId(0),
-    }
-}
-
-/// The inputs of each role (old indices, in their new order) in the order in which the
-/// next-state entry's gates, ascending, first read them, the others after them as they were;
+/// Each role's inputs (old indices, in their new order) in the order in which the gates of the
+/// next-state entry read them first, the inputs it does not read after them as they were;
 /// `None` if that is the order they have.
-fn inputs_by_first_read(program: &Program) -> Option<Vec<u32>> {
-    let n = program.num_inputs();
-    let first = program.first_input_slot() as u32;
+///
+/// [`order`] emits the next-state entry's gates depth-first from the bases' next nodes, in base
+/// order, after the legal, terminal and goal outputs' gates, which read no input. This walks
+/// the same way from the same nodes without those before it, so the gates that read inputs
+/// come in the same order (nodes it passes through that `order` emitted earlier read none).
+/// A net with loops has its gates emitted around the loops' bodies instead, so there the order
+/// is only close to the first reads.
+fn inputs_by_first_read(net: &Propnet) -> Option<Vec<u32>> {
+    let n = net.inputs.len();
+    let input_of = |id: NodeId| -> Option<usize> {
+        match net.nodes[id.index()] {
+            Node::Input(i) => Some(i as usize),
+            Node::Not(x) => match net.nodes[x.index()] {
+                Node::Input(i) => Some(i as usize),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
     let mut rank = vec![u32::MAX; n];
     let mut next_rank = 0;
-    for &g in program.gates_of(Entry::Next) {
-        for lit in program.gate_operands(g as usize).unwrap_or(&[]) {
-            let i = lit.slot().wrapping_sub(first) as usize;
-            if i < n && rank[i] == u32::MAX {
-                rank[i] = next_rank;
-                next_rank += 1;
+    let mut emitted = vec![false; net.nodes.len()];
+    // A node to visit (its operands first), or, with `true`, to emit.
+    let mut stack: Vec<(NodeId, bool)> = Vec::new();
+    for base in &net.bases {
+        stack.push((base.next, false));
+        while let Some((id, emit)) = stack.pop() {
+            if emitted[id.index()] {
+                continue;
+            }
+            let node = &net.nodes[id.index()];
+            if emit {
+                emitted[id.index()] = true;
+                if matches!(node, Node::And(_) | Node::Or(_)) {
+                    for &op in node.operands() {
+                        if let Some(i) = input_of(op) {
+                            if rank[i] == u32::MAX {
+                                rank[i] = next_rank;
+                                next_rank += 1;
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            stack.push((id, true));
+            for &op in node.operands().iter().rev() {
+                if !emitted[op.index()] {
+                    stack.push((op, false));
+                }
             }
         }
     }
     let mut order: Vec<u32> = (0..n as u32).collect();
-    for range in &program.layout.role_inputs {
-        order[range.start as usize..range.end as usize].sort_by_key(|&i| (rank[i as usize], i));
+    for r in 0..net.roles.len() {
+        let start = net.inputs.partition_point(|i| i.role.index() < r);
+        let end = net.inputs.partition_point(|i| i.role.index() <= r);
+        order[start..end].sort_by_key(|&i| (rank[i as usize], i));
     }
     let moved = order.iter().enumerate().any(|(k, &i)| k as u32 != i);
     moved.then_some(order)
-}
-
-/// `program` with input `old_of_new[k]` moved to index `k` (and `new_of_old` its inverse):
-/// its slot, its place in the layout and its legal literal, and every literal that reads it.
-fn permute_inputs(program: &mut Program, old_of_new: &[u32], new_of_old: &[u32]) {
-    let first = program.first_input_slot() as u32;
-    let n = new_of_old.len() as u32;
-    let map = |lit: &mut Lit| {
-        let i = lit.slot().wrapping_sub(first);
-        if i < n {
-            let moved = Lit::pos(first + new_of_old[i as usize]);
-            *lit = if lit.is_negated() { moved.negate() } else { moved };
-        }
-    };
-    program.operands.iter_mut().for_each(map);
-    program.goals.iter_mut().for_each(map);
-    program.next.iter_mut().for_each(map);
-    program.views.iter_mut().for_each(map);
-    program.opaque.demand.iter_mut().for_each(map);
-    map(&mut program.terminal);
-    for lp in &mut program.loops.loops {
-        for (_, lit) in &mut lp.pairs {
-            map(lit);
-        }
-    }
-    let legal = std::mem::take(&mut program.legal);
-    program.legal = old_of_new.iter().map(|&old| legal[old as usize]).collect();
-    program.legal.iter_mut().for_each(map);
-    let inputs = std::mem::take(&mut program.layout.inputs);
-    program.layout.inputs = old_of_new
-        .iter()
-        .map(|&old| inputs[old as usize].clone())
-        .collect();
 }
 
 /// The number of views from which [`order`] makes the layout on a second thread.
