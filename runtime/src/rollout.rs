@@ -605,6 +605,8 @@ fn drive<const W: usize, B: Batch>(
     // Each lane's legal inputs of the role being chosen as bitsets, block `b` of lane `l` at
     // `b * 64 + l` (for roles of at most `TRANSPOSE_MAX_INPUTS` inputs).
     let mut sets = vec![0u64; TRANSPOSE_MAX_INPUTS];
+    // The transposed blocks of `found` for `choose_from_found`.
+    let mut found_sets: Vec<u64> = Vec::new();
     // Per role, the legal moves of the lanes that had several, per word, over recent steps.
     let mut mean_legal = vec![0f32; roles];
     let mut next_values = vec![0u64; bases * W];
@@ -908,6 +910,21 @@ fn drive<const W: usize, B: Batch>(
                 mean_legal[r] = follow(mean_legal[r], lanes, moves, W);
                 continue;
             }
+            // Many inputs legal somewhere: their words transposed in blocks of 64, as a small
+            // role's are, cost less than a list entry per legal move.
+            if found_len[r] >= FOUND_TRANSPOSE_MIN {
+                let (lanes, moves) = choose_from_found::<W>(
+                    first_input,
+                    words,
+                    &found[r][..found_len[r]],
+                    &single,
+                    &two,
+                    &mut t.rngs,
+                    &mut found_sets,
+                );
+                mean_legal[r] = follow(mean_legal[r], lanes, moves, W);
+                continue;
+            }
             for_each_lane(&two, |j, bit| counts[j * 64 + bit] = 0);
             for &(i, w) in &found[r][..found_len[r]] {
                 let input = (first_input + i as usize) * W;
@@ -1122,6 +1139,75 @@ fn choose_by_transposing<const W: usize>(
                 }
                 let position = select_bit(sets[b * 64 + bit], prefix, k);
                 let input = range.start as usize + b * 64 + position as usize;
+                words[(first_input + input) * W + j] |= 1u64 << bit;
+                break;
+            }
+        });
+    }
+    (lanes, moves)
+}
+
+/// A listing role keeps choosing by lists when fewer of its inputs are legal in some live lane
+/// (connectFour's seven columns: one block of 64 to transpose for a handful of inputs).
+const FOUND_TRANSPOSE_MIN: usize = 32;
+
+/// Chooses the moves of a listing role from `found` (the role's inputs legal in some live lane,
+/// in input order, with their masked legal words), as [`choose_by_transposing`] does from all
+/// of a small role's inputs: each block of 64 found inputs × 64 lanes is transposed into one
+/// bitset per lane, each lane counts its bitsets, draws `k = below(count)` and takes its
+/// `k`-th found input, which is its `k`-th legal input, as the lists would. Lanes with a
+/// single legal move get it set and make their one draw. Returns the lanes that chose and
+/// their legal moves, for [`follow`].
+fn choose_from_found<const W: usize>(
+    first_input: usize,
+    words: &mut [u64],
+    found: &[(u32, [u64; W])],
+    single: &[u64; W],
+    two: &[u64; W],
+    rngs: &mut [Rng],
+    sets: &mut Vec<u64>,
+) -> (u32, u32) {
+    let (mut lanes, mut moves) = (0u32, 0u32);
+    let m = found.len();
+    let blocks = m.div_ceil(64);
+    sets.resize(blocks * 64, 0);
+    for j in 0..W {
+        for &(i, w) in found {
+            words[(first_input + i as usize) * W + j] |= w[j] & single[j];
+        }
+        for_each_lane(&[single[j]], |_, bit| {
+            rngs[j * 64 + bit].next_u64();
+        });
+        if two[j] == 0 {
+            continue;
+        }
+        for b in 0..blocks {
+            let mut matrix = [0u64; 64];
+            let mut any = 0;
+            for (r, row) in matrix.iter_mut().enumerate() {
+                let f = b * 64 + r;
+                *row = if f < m { found[f].1[j] & two[j] } else { 0 };
+                any |= *row;
+            }
+            if any != 0 {
+                transpose64(&mut matrix);
+            }
+            sets[b * 64..b * 64 + 64].copy_from_slice(&matrix);
+        }
+        for_each_lane(&[two[j]], |_, bit| {
+            let count: u32 = (0..blocks).map(|b| sets[b * 64 + bit].count_ones()).sum();
+            lanes += 1;
+            moves += count;
+            let mut k = rngs[j * 64 + bit].below(count);
+            for b in 0..blocks {
+                let x = sets[b * 64 + bit];
+                let here = x.count_ones();
+                if k >= here {
+                    k -= here;
+                    continue;
+                }
+                let position = select_bit(x, byte_prefix_counts(x), k);
+                let input = found[b * 64 + position as usize].0 as usize;
                 words[(first_input + input) * W + j] |= 1u64 << bit;
                 break;
             }
