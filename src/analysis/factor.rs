@@ -119,13 +119,12 @@ fn gate_boundary(
 /// Computes the move set of every move-level node, or why a node has none.
 fn move_sets(net: &Propnet, cones: &Cones) -> Vec<Option<Result<MoveSet, String>>> {
     let roles = net.roles.len();
-    let mut range = vec![(0usize, 0usize); roles];
-    for (r, rg) in range.iter_mut().enumerate() {
-        *rg = (
-            net.inputs.partition_point(|i| i.role.index() < r),
-            net.inputs.partition_point(|i| i.role.index() <= r),
-        );
-    }
+    let range: Vec<(usize, usize)> = (0..roles)
+        .map(|r| {
+            let rg = net.role_inputs(r);
+            (rg.start, rg.end)
+        })
+        .collect();
     let words = |r: usize| (range[r].1 - range[r].0).div_ceil(64);
     let mut out: Vec<Option<Result<MoveSet, String>>> = Vec::with_capacity(net.nodes.len());
     for (i, node) in net.nodes.iter().enumerate() {
@@ -198,7 +197,7 @@ fn role_inputs(net: &Propnet, set: &MoveSet) -> Vec<Vec<usize>> {
     let mut out = Vec::new();
     for (r, bits) in set.sets.iter().enumerate() {
         let Some(bits) = bits else { continue };
-        let start = net.inputs.partition_point(|i| i.role.index() < r);
+        let start = net.role_inputs(r).start;
         let mut xs = Vec::new();
         for (w, word) in bits.iter().enumerate() {
             let mut word = *word;

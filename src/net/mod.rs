@@ -166,6 +166,14 @@ impl Propnet {
         &self.nodes[id.index()]
     }
 
+    /// The indices of role `role`'s inputs in [`Propnet::inputs`], which are grouped by role
+    /// in role order.
+    pub fn role_inputs(&self, role: usize) -> std::ops::Range<usize> {
+        let start = self.inputs.partition_point(|i| i.role.index() < role);
+        let end = self.inputs.partition_point(|i| i.role.index() <= role);
+        start..end
+    }
+
     /// The nodes every output reads, directly: legal, goal, terminal, next and the loops'
     /// feedback outputs, in that order.
     pub fn outputs(&self) -> impl Iterator<Item = NodeId> + '_ {

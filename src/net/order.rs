@@ -177,9 +177,7 @@ fn inputs_by_first_read(net: &Propnet) -> Option<Vec<u32>> {
     }
     let mut order: Vec<u32> = (0..n as u32).collect();
     for r in 0..net.roles.len() {
-        let start = net.inputs.partition_point(|i| i.role.index() < r);
-        let end = net.inputs.partition_point(|i| i.role.index() <= r);
-        order[start..end].sort_by_key(|&i| (rank[i as usize], i));
+        order[net.role_inputs(r)].sort_by_key(|&i| (rank[i as usize], i));
     }
     let moved = order.iter().enumerate().any(|(k, &i)| k as u32 != i);
     moved.then_some(order)
@@ -267,12 +265,12 @@ struct Emitted {
 /// The layout of the program of `net` and its initial state; without the views' names unless
 /// `with_views`.
 fn layout_of(net: &Propnet, with_views: bool) -> (Layout, Vec<u64>) {
-    let mut role_inputs: Vec<Range<u32>> = vec![0..0; net.roles.len()];
-    for (r, range) in role_inputs.iter_mut().enumerate() {
-        let start = net.inputs.partition_point(|i| i.role.index() < r) as u32;
-        let end = net.inputs.partition_point(|i| i.role.index() <= r) as u32;
-        *range = start..end;
-    }
+    let role_inputs: Vec<Range<u32>> = (0..net.roles.len())
+        .map(|r| {
+            let range = net.role_inputs(r);
+            range.start as u32..range.end as u32
+        })
+        .collect();
     let mut init = vec![0u64; Layout::words(net.bases.len())];
     for (b, base) in net.bases.iter().enumerate() {
         if base.init {
