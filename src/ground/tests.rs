@@ -1152,10 +1152,13 @@ fn the_ground_program_does_not_depend_on_the_fixpoint_threads() {
             stats.parallel_rounds > 0,
             "{threads} threads: no round ran on several threads"
         );
-        // Nor would it test the variants of a round of one relation cut into parts.
+        // Nor would it test the variants of a round of one relation run on their own: cut
+        // into parts, or copied without a join (this game's are the state's copies of `next`
+        // into `true`; `a_variant_cut_into_parts_derives_the_atoms_of_the_whole_join_in_the_
+        // same_order` cuts a join into parts).
         assert!(
-            stats.split_variants > 0,
-            "{threads} threads: no variant was cut into parts"
+            stats.split_variants + stats.copied_variants > 0,
+            "{threads} threads: no variant was cut into parts or copied"
         );
         assert!(one.atoms == several.atoms, "{threads} threads: other atoms");
         assert!(one.rules == several.rules, "{threads} threads: other rules");
@@ -1428,6 +1431,25 @@ fn a_relation_read_only_under_not_takes_its_calls_as_atoms_in_the_fixpoint() {
         all.join("\n")
     );
     assert!(agrees(BLOCKED, 30) > 0);
+}
+
+#[test]
+fn the_calls_taken_as_atoms_are_copied_without_a_join_into_the_same_program() {
+    // The fixpoint's rule from the calls of `blocked` to its atoms only renames them: on
+    // several threads its heads are the atoms it reads (`Grounder::copied_heads`), on one
+    // the join finds them; the programs are the same.
+    for game in [BLOCKED, BLOCKED_GROWING] {
+        let desc = parse(game);
+        let limits = GroundLimits::default();
+        let (one, stats) = ground_with_derive_threads(&desc, &limits, 1).expect("grounds on one thread");
+        assert_eq!(stats.copied_variants, 0);
+        let (two, stats) = ground_with_derive_threads(&desc, &limits, 2).expect("grounds on two threads");
+        assert!(stats.copied_variants > 0, "no variant was copied");
+        assert!(one.atoms == two.atoms, "other atoms");
+        assert!(one.rules == two.rules, "other rules:\n{}", rules(&two).join("\n"));
+        assert_eq!(one.init, two.init);
+        assert!(one.atoms.iter().any(|a| a.text.starts_with("(blocked ")));
+    }
 }
 
 /// `blocked` is read only under `not`, by a `legal` rule whose cells grow by one each step,
