@@ -1365,16 +1365,16 @@ impl<'d> Grounder<'d> {
     /// A variant that only copies the atoms it reads under another name runs no join at all
     /// (`copied_heads`).
     fn derive_in_parts(&mut self, v: &Variant, bounds: &Bounds) -> Result<(), GroundError> {
-        let (lo, hi) = match v.plan.steps.first() {
+        let (rel, (lo, hi)) = match v.plan.steps.first() {
             Some(Step::Scan {
                 rel,
                 range,
                 index: None,
                 ..
-            }) => bounds.positions(*rel as usize, *range),
+            }) => (*rel, bounds.positions(*rel as usize, *range)),
             _ => return self.derive_planned(v, bounds),
         };
-        if let Some(c) = self.copied_heads(v, bounds) {
+        if let Some(c) = self.copied_heads(v, rel, lo, hi) {
             self.stats.copied_variants += 1;
             let heads = c.pos.len();
             self.store.prepare_growth(heads - heads / 8);
@@ -1422,7 +1422,8 @@ impl<'d> Grounder<'d> {
         self.merge_variant(v, c)
     }
 
-    /// The heads of variant `v` without its join, when its rule only gives a relation's atoms
+    /// The heads of variant `v`, whose first step scans positions `lo..hi` of relation `rel`
+    /// without an index, without its join, when its rule only gives a relation's atoms
     /// another name: one literal whose arguments are distinct variables, in the head's order
     /// (`t(X, Y) :- calls_of_t(X, Y)`, how the calls of a relation become its atoms in
     /// `calls_as_atoms`, or `true(X) :- next(X)`). Each atom the scan would read is then one
@@ -1430,7 +1431,7 @@ impl<'d> Grounder<'d> {
     /// join would collect them, leaving those that held to the merge as `drop_held` does.
     /// Chess's check test has 313,096 such atoms, whose join took about 33 ms of both threads
     /// to unify each atom's seven arguments and keep each head in a set of the heads found.
-    fn copied_heads(&self, v: &Variant, bounds: &Bounds) -> Option<Collected> {
+    fn copied_heads(&self, v: &Variant, rel: RelId, lo: usize, hi: usize) -> Option<Collected> {
         let clock = Instant::now();
         let conj = &self.conjs[v.ci];
         let [Item::Pos(a)] = conj.body.as_slice() else {
@@ -1446,18 +1447,7 @@ impl<'d> Grounder<'d> {
                 _ => return None,
             }
         }
-        let Some(Step::Scan {
-            item: 0,
-            rel,
-            range,
-            index: None,
-            ..
-        }) = v.plan.steps.first()
-        else {
-            return None;
-        };
-        let rows = &self.relations[*rel as usize].rows;
-        let (lo, hi) = bounds.positions(*rel as usize, *range);
+        let rows = &self.relations[rel as usize].rows;
         let hi = hi.min(rows.len());
         let known = v.cache_key.and_then(|key| self.head_at.get(&key));
         let mut c = Collected {
