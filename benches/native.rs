@@ -6,8 +6,9 @@
 //! and native (64 and 128 lanes), in gate-lane evaluations per second.
 //!
 //! On the corpus games connectFour, breakthrough and speedChess (from `../shared/games`, when
-//! present and when they compile): parse→native time, and the next-state entry in state
-//! evaluations per second: the interpreter and native code on full lane batches, and both
+//! present and when they compile): parse→native time, and in state evaluations per second the
+//! next-state entry and a playout step (legal, terminal, goals and next run on the same states,
+//! `propjet::measure::STEP`): the interpreter and native code on full lane batches, and both
 //! engines' single-state `Machine::next_state_unchecked`.
 //!
 //! Before timing, each program's native outputs are checked against the interpreter's, so a
@@ -18,6 +19,7 @@ mod random_program;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use propjet::lower::{self, Backend, Options, Regalloc};
+use propjet::measure::STEP;
 use propjet_runtime::{Entry, Interpreter, Machine, Rng, Width};
 use random_program::{random_program, Shape};
 use std::hint::black_box;
@@ -160,21 +162,23 @@ fn games(c: &mut Criterion) {
             .native;
         let mut rng = Rng::new(3);
         let start: Vec<u64> = (0..program.num_slots()).map(|_| rng.next_u64()).collect();
-        let (mut want, mut got) = (start.clone(), start.clone());
-        interp.eval(Entry::Next, &mut want).expect("evaluates");
-        native.eval(Entry::Next, &mut got).expect("evaluates");
-        let outputs = |values: &[u64]| -> Vec<u64> {
-            program
-                .next
-                .iter()
-                .map(|&lit| Interpreter::read(values, lit).expect("in range"))
-                .collect()
-        };
-        assert_eq!(
-            outputs(&want),
-            outputs(&got),
-            "{name}: the engines disagree on next"
-        );
+        for entry in STEP {
+            let (mut want, mut got) = (start.clone(), start.clone());
+            interp.eval(entry, &mut want).expect("evaluates");
+            native.eval(entry, &mut got).expect("evaluates");
+            let outputs = |values: &[u64]| -> Vec<u64> {
+                program
+                    .outputs(entry)
+                    .iter()
+                    .map(|&lit| Interpreter::read(values, lit).expect("in range"))
+                    .collect()
+            };
+            assert_eq!(
+                outputs(&want),
+                outputs(&got),
+                "{name}: the engines disagree on {entry:?}"
+            );
+        }
 
         // Full lane batches: throughput in states.
         group.throughput(Throughput::Elements(64));
@@ -200,6 +204,32 @@ fn games(c: &mut Criterion) {
                 native
                     .eval_lanes(Entry::Next, black_box(&mut lanes))
                     .expect("evaluates")
+            })
+        });
+        // A playout step on full lane batches, each state counted once.
+        group.throughput(Throughput::Elements(64));
+        group.bench_function("step/interp64", |b| {
+            b.iter(|| {
+                for entry in STEP {
+                    interp.eval(entry, black_box(&mut values)).expect("evaluates");
+                }
+            })
+        });
+        group.bench_function("step/native64", |b| {
+            b.iter(|| {
+                for entry in STEP {
+                    native.eval(entry, black_box(&mut values)).expect("evaluates");
+                }
+            })
+        });
+        group.throughput(Throughput::Elements(128));
+        group.bench_function("step/native128", |b| {
+            b.iter(|| {
+                for entry in STEP {
+                    native
+                        .eval_lanes(entry, black_box(&mut lanes))
+                        .expect("evaluates");
+                }
             })
         });
         // One state per call through the Machine API.

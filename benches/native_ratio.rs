@@ -8,8 +8,9 @@
 //! the lowering variants alternate in rounds in one process, so they see the same machine.
 //!
 //! For each game and entry (`next` unless `:legal`, `:terminal`, `:goals` or `:view` follows
-//! the name; by default connectFour, breakthrough, speedChess next and legal, reversi and hex
-//! from `../shared/games`), it prints the interpreter's states per second at 64 lanes, and for
+//! the name, or `:step`, a playout step: legal, terminal, goals and next run on the same states
+//! one after the other, each state counted once; by default connectFour, breakthrough,
+//! speedChess next and legal, speedChess's step, reversi and hex from `../shared/games`), it prints the interpreter's states per second at 64 lanes, and for
 //! each lowering variant the ratio of native code at 64 and 128 lanes to it, with the lowering
 //! time. The variants: `default` (the default options), `shared` (every entry running the
 //! chunks of the gates it needs, the view's included, as before entries got chunks of their
@@ -171,13 +172,18 @@ fn agrees(interp: &Interpreter, native: &Native, entry: Entry) -> bool {
     })
 }
 
-fn entry_named(name: &str) -> Option<Entry> {
+/// The entries an entry name stands for: one, or the four of a playout step for `step`.
+fn entries_named(name: &str) -> Option<Vec<Entry>> {
+    if name.eq_ignore_ascii_case("step") {
+        return Some(propjet::measure::STEP.to_vec());
+    }
     Entry::ALL
         .into_iter()
         .find(|e| format!("{e:?}").eq_ignore_ascii_case(name))
+        .map(|e| vec![e])
 }
 
-fn measure(game: &str, entry: Entry) -> Result<(), String> {
+fn measure(game: &str, label: &str, entries: &[Entry]) -> Result<(), String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../shared/games/{game}.kif"));
     let desc = gdl::load(&path).map_err(|e| e.to_string())?;
     let compiled =
@@ -195,7 +201,10 @@ fn measure(game: &str, entry: Entry) -> Result<(), String> {
         let start = Instant::now();
         let lowered = lower::lower(Arc::clone(&program), &options).map_err(|e| e.to_string())?;
         let time = start.elapsed();
-        if !agrees(&interp, &lowered.native, entry) {
+        if !entries
+            .iter()
+            .all(|&entry| agrees(&interp, &lowered.native, entry))
+        {
             return Err(format!("{game}: the {name} code disagrees with the interpreter"));
         }
         let native = lowered.native;
@@ -211,21 +220,27 @@ fn measure(game: &str, entry: Entry) -> Result<(), String> {
     for _ in 0..ROUNDS {
         fastest(
             || {
-                let _ = interp.eval(entry, black_box(&mut values));
+                for &entry in entries {
+                    let _ = interp.eval(entry, black_box(&mut values));
+                }
             },
             &mut interp_best,
         );
         for (_, native, narrow, wide, _, best) in &mut engines {
             fastest(
                 || {
-                    let _ = native.eval_lanes(entry, black_box(&mut *narrow));
+                    for &entry in entries {
+                        let _ = native.eval_lanes(entry, black_box(&mut *narrow));
+                    }
                 },
                 &mut best[0],
             );
             if let Some(wide) = wide {
                 fastest(
                     || {
-                        let _ = native.eval_lanes(entry, black_box(&mut *wide));
+                        for &entry in entries {
+                            let _ = native.eval_lanes(entry, black_box(&mut *wide));
+                        }
                     },
                     &mut best[1],
                 );
@@ -233,7 +248,7 @@ fn measure(game: &str, entry: Entry) -> Result<(), String> {
         }
     }
     let interp_rate = 64.0 / interp_best;
-    print!("{game} {entry:?}: interp {:.2} M states/s", interp_rate / 1e6);
+    print!("{game} {label}: interp {:.2} M states/s", interp_rate / 1e6);
     for (name, _, _, wide, time, best) in &engines {
         print!(" | {name}: {:.2}x", 64.0 / best[0] / interp_rate);
         if wide.is_some() {
@@ -257,6 +272,7 @@ fn main() {
             "breakthrough",
             "speedChess",
             "speedChess:legal",
+            "speedChess:step",
             "reversi",
             "hex",
         ]
@@ -265,11 +281,11 @@ fn main() {
     }
     for spec in &games {
         let (game, entry) = spec.split_once(':').unwrap_or((spec, "next"));
-        let Some(entry) = entry_named(entry) else {
+        let Some(entries) = entries_named(entry) else {
             eprintln!("{spec}: no entry named {entry}");
             continue;
         };
-        if let Err(e) = measure(game, entry) {
+        if let Err(e) = measure(game, entry, &entries) {
             eprintln!("{e}");
         }
     }

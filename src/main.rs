@@ -132,19 +132,26 @@ enum StatsEntry {
     Next,
     /// Every view proposition.
     View,
-    /// Every entry, one after the other.
+    /// One playout step: legal, terminal, goals and next on the same states, one after the
+    /// other, each state counted once.
+    Step,
+    /// Every entry, one after the other, then the step.
     All,
 }
 
 impl StatsEntry {
-    fn entries(self) -> Vec<Entry> {
+    /// What is measured, each a line of figures: a name and the entries run on the same states.
+    fn measured(self) -> Vec<(String, Vec<Entry>)> {
+        let one = |e: Entry| (format!("{e:?}").to_lowercase(), vec![e]);
+        let step = || ("step".to_string(), measure::STEP.to_vec());
         match self {
-            StatsEntry::Legal => vec![Entry::Legal],
-            StatsEntry::Terminal => vec![Entry::Terminal],
-            StatsEntry::Goals => vec![Entry::Goals],
-            StatsEntry::Next => vec![Entry::Next],
-            StatsEntry::View => vec![Entry::View],
-            StatsEntry::All => Entry::ALL.to_vec(),
+            StatsEntry::Legal => vec![one(Entry::Legal)],
+            StatsEntry::Terminal => vec![one(Entry::Terminal)],
+            StatsEntry::Goals => vec![one(Entry::Goals)],
+            StatsEntry::Next => vec![one(Entry::Next)],
+            StatsEntry::View => vec![one(Entry::View)],
+            StatsEntry::Step => vec![step()],
+            StatsEntry::All => Entry::ALL.into_iter().map(one).chain([step()]).collect(),
         }
     }
 }
@@ -684,16 +691,16 @@ fn print_throughput(
         .into_iter()
         .filter(|&w| native.is_some_and(|n| n.has_width(w)))
         .collect();
-    for entry in args.stats_entry.entries() {
-        let name = format!("{entry:?}").to_lowercase();
-        let gates = program.gates_of(entry).len();
+    for (name, entries) in args.stats_entry.measured() {
+        // The gates each state goes through: an entry runs all of its own, shared or not.
+        let gates: usize = entries.iter().map(|&e| program.gates_of(e).len()).sum();
         let mut base: Option<measure::Throughput> = None;
         let mut natives: Vec<Option<measure::Throughput>> = vec![None; widths.len()];
         for _ in 0..STATS_ROUNDS {
-            keep_fastest(&mut base, measure::interpreter(&interp, entry, window, 1));
+            keep_fastest(&mut base, measure::interpreter(&interp, &entries, window, 1));
             if let Some(native) = native {
                 for (best, &width) in natives.iter_mut().zip(&widths) {
-                    let t = measure::native(native, entry, width, window, 1)
+                    let t = measure::native(native, &entries, width, window, 1)
                         .map_err(|e| Failure::input(format!("internal error (a bug): {e}")))?;
                     keep_fastest(best, t);
                 }

@@ -1,5 +1,7 @@
-//! Throughput of the engines on one entry of a program: how many game states per second the
+//! Throughput of the engines on entries of a program: how many game states per second the
 //! interpreter (64 lanes) and native code (64 and 128 lanes) evaluate, on random lane values.
+//! A measurement runs one entry, or several one after the other on the same states (a playout
+//! step: legal, terminal, goals and next, [`STEP`]), each state counted once.
 //!
 //! `propjet compile --stats` prints these figures. They are measurements for people to read; no
 //! test asserts a speed.
@@ -8,14 +10,18 @@ use propjet_runtime::{Entry, Interpreter, Lanes, Native, NativeError, Program, R
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-/// One engine's measured throughput on one entry.
+/// The entries of one playout step, in the order a driver runs them on a state: its legal moves,
+/// whether it is terminal, its goals, and the state after the joint move.
+pub const STEP: [Entry; 4] = [Entry::Legal, Entry::Terminal, Entry::Goals, Entry::Next];
+
+/// One engine's measured throughput on one entry, or on several run on the same states.
 #[derive(Clone, Debug)]
 pub struct Throughput {
     /// The engine: `interp` or `native`.
     pub engine: &'static str,
     /// Game states per call.
     pub lanes: u32,
-    /// Calls made.
+    /// Calls made (of every entry measured, each state counted once).
     pub calls: u64,
     /// Wall time of the calls.
     pub time: Duration,
@@ -74,12 +80,15 @@ fn randomize(program: &Program, lanes: &mut Lanes, rng: &mut Rng) {
     }
 }
 
-/// The interpreter's throughput on `entry` over about `budget`, on 64 random states per call.
-pub fn interpreter(interp: &Interpreter, entry: Entry, budget: Duration, seed: u64) -> Throughput {
+/// The interpreter's throughput on `entries` (run one after the other on the same values) over
+/// about `budget`, on 64 random states per call.
+pub fn interpreter(interp: &Interpreter, entries: &[Entry], budget: Duration, seed: u64) -> Throughput {
     let mut values = random_values(interp.program(), &mut Rng::new(seed));
     let (calls, time) = time_calls(budget, || {
-        // The array has the program's slots, so evaluation cannot fail.
-        let _ = interp.eval(entry, black_box(&mut values));
+        for &entry in entries {
+            // The array has the program's slots, so evaluation cannot fail.
+            let _ = interp.eval(entry, black_box(&mut values));
+        }
     });
     Throughput {
         engine: "interp",
@@ -89,20 +98,26 @@ pub fn interpreter(interp: &Interpreter, entry: Entry, budget: Duration, seed: u
     }
 }
 
-/// Native code's throughput on `entry` at `width` over about `budget`, on random states.
+/// Native code's throughput on `entries` (run one after the other on the same lanes) at
+/// `width` over about `budget`, on random states.
 pub fn native(
     native: &Native,
-    entry: Entry,
+    entries: &[Entry],
     width: Width,
     budget: Duration,
     seed: u64,
 ) -> Result<Throughput, NativeError> {
     let mut lanes = native.lanes(width)?;
     randomize(native.program(), &mut lanes, &mut Rng::new(seed));
-    native.eval_lanes(entry, &mut lanes)?;
+    for &entry in entries {
+        native.eval_lanes(entry, &mut lanes)?;
+    }
     let (calls, time) = time_calls(budget, || {
-        // The batch was made by this game at a width it has, so evaluation cannot fail.
-        let _ = native.eval_lanes(entry, black_box(&mut lanes));
+        for &entry in entries {
+            // The batch was made by this game at a width it has, and every entry ran on it
+            // above, so evaluation cannot fail.
+            let _ = native.eval_lanes(entry, black_box(&mut lanes));
+        }
     });
     Ok(Throughput {
         engine: "native",

@@ -359,7 +359,7 @@ fn compile_stats_prints_every_phase_and_the_rate_of_every_engine() {
             "`{phase}` missing from {phases}"
         );
     }
-    for entry in ["legal", "terminal", "goals", "next", "view"] {
+    for entry in ["legal", "terminal", "goals", "next", "view", "step"] {
         assert!(
             stats_rate(&out, entry, "interp", 64).is_some_and(|r| r > 0.0),
             "no interpreter rate for {entry} in:\n{out}"
@@ -375,6 +375,25 @@ fn compile_stats_prints_every_phase_and_the_rate_of_every_engine() {
             );
         }
     }
+    // The step runs legal, terminal, goals and next on each state: the gates of all four.
+    let gates = |entry: &str| -> usize {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("states/s {entry} (")))
+            .unwrap_or_else(|| panic!("no {entry} line in:\n{out}"));
+        line.split(['(', ' '])
+            .find_map(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("no gate count in {line}"))
+    };
+    assert_eq!(
+        gates("step"),
+        ["legal", "terminal", "goals", "next"]
+            .map(gates)
+            .iter()
+            .sum::<usize>(),
+        "{out}"
+    );
+    assert!(gates("step") > gates("next"), "{out}");
     let (code, out, err) = propjet(&["compile", "games/tictactoe.kif", "--backend", "cranelift"]);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("Cranelift code generator"), "{out}");
