@@ -590,8 +590,8 @@ fn net_of(program: &Program) -> Propnet {
             .map(|&l| lit(&mut nodes, &slot_node, l))
             .collect();
         nodes.push(match gate.op {
-            Op::And => Node::And(ops),
-            Op::Or => Node::Or(ops),
+            Op::And => Node::And(ops.into()),
+            Op::Or => Node::Or(ops.into()),
         });
         slot_node.push(NodeId(nodes.len() as u32 - 1));
     }

@@ -844,9 +844,9 @@ impl Copier<'_> {
                         new_ops.push(self.replace(&set));
                     }
                     if matches!(node, Node::And(_)) {
-                        Node::And(new_ops)
+                        Node::And(new_ops.into())
                     } else {
-                        Node::Or(new_ops)
+                        Node::Or(new_ops.into())
                     }
                 }
             };
@@ -869,12 +869,12 @@ impl Copier<'_> {
             ks.sort_unstable();
             ks.dedup();
             let ops: Vec<NodeId> = ks.into_iter().map(|k| self.input(k)).collect();
-            per_role.push(self.push(Node::Or(ops)));
+            per_role.push(self.push(Node::Or(ops.into())));
         }
         let id = if set.all {
-            self.push(Node::And(per_role))
+            self.push(Node::And(per_role.into()))
         } else {
-            self.push(Node::Or(per_role))
+            self.push(Node::Or(per_role.into()))
         };
         self.replaced.insert(key, id);
         id
@@ -882,7 +882,7 @@ impl Copier<'_> {
 
     fn and(&mut self, parts: &[NodeId]) -> NodeId {
         let ops: Vec<NodeId> = parts.iter().map(|p| self.copy(*p)).collect();
-        self.push(Node::And(ops))
+        self.push(Node::And(ops.into()))
     }
 
     /// The node of a relation projected on this factor.
@@ -897,9 +897,9 @@ impl Copier<'_> {
             Relation::And(xs) | Relation::Or(xs) => {
                 let ops: Vec<NodeId> = xs.iter().map(|x| self.relation(x, atoms)).collect();
                 self.push(if matches!(rel, Relation::And(_)) {
-                    Node::And(ops)
+                    Node::And(ops.into())
                 } else {
-                    Node::Or(ops)
+                    Node::Or(ops.into())
                 })
             }
         }

@@ -52,8 +52,8 @@ fn an_or_of_itself_is_a_positive_latch_and_an_and_a_negative_one() {
             Node::Base(1),
             Node::Base(2),
             Node::Input(0),
-            Node::Or(vec![NodeId(0), NodeId(3)]),
-            Node::And(vec![NodeId(1), NodeId(3)]),
+            Node::Or(smallvec::smallvec![NodeId(0), NodeId(3)]),
+            Node::And(smallvec::smallvec![NodeId(1), NodeId(3)]),
             Node::Not(NodeId(2)),
         ],
         &[("p", 4), ("q", 5), ("r", 6)],
@@ -73,8 +73,8 @@ fn a_latch_through_gates_and_a_constant_base() {
             Node::Input(0),
             Node::Not(NodeId(0)),
             Node::Not(NodeId(2)),
-            Node::And(vec![NodeId(1), NodeId(2)]),
-            Node::Or(vec![NodeId(3), NodeId(4)]),
+            Node::And(smallvec::smallvec![NodeId(1), NodeId(2)]),
+            Node::Or(smallvec::smallvec![NodeId(3), NodeId(4)]),
             Node::Const(false),
         ],
         &[("p", 5), ("z", 6)],
@@ -91,7 +91,7 @@ fn a_latch_that_needs_a_move_is_not_proven() {
         vec![
             Node::Base(0),
             Node::Input(0),
-            Node::And(vec![NodeId(0), NodeId(1)]),
+            Node::And(smallvec::smallvec![NodeId(0), NodeId(1)]),
             Node::Base(1),
         ],
         &[("p", 2), ("q", 1)],
@@ -125,14 +125,14 @@ fn independent_bases_form_components_and_a_counter_is_shared() {
     // z reads x and y.
     let n = net(
         vec![
-            Node::Base(0),                        // n0 x
-            Node::Base(1),                        // n1 y
-            Node::Base(2),                        // n2 c
-            Node::Input(0),                       // n3 a
-            Node::Input(1),                       // n4 b
-            Node::Or(vec![NodeId(0), NodeId(3)]), // n5 next x
-            Node::Or(vec![NodeId(1), NodeId(4)]), // n6 next y
-            Node::Not(NodeId(2)),                 // n7 next c
+            Node::Base(0),                                       // n0 x
+            Node::Base(1),                                       // n1 y
+            Node::Base(2),                                       // n2 c
+            Node::Input(0),                                      // n3 a
+            Node::Input(1),                                      // n4 b
+            Node::Or(smallvec::smallvec![NodeId(0), NodeId(3)]), // n5 next x
+            Node::Or(smallvec::smallvec![NodeId(1), NodeId(4)]), // n6 next y
+            Node::Not(NodeId(2)),                                // n7 next c
         ],
         &[("x", 5), ("y", 6), ("c", 7)],
         &["a", "b"],

@@ -868,7 +868,7 @@ fn push_and(
     if let Some(found) = found {
         return Ok(NodeId(found));
     }
-    append(nodes, limits, Node::And(ops.to_vec()))
+    append(nodes, limits, Node::And(super::Operands::from_slice(ops)))
 }
 
 /// Appends a node that is not there yet, within the limit on nodes.

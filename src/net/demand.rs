@@ -78,7 +78,7 @@ pub fn add_demand(net: &mut Propnet) {
         } else if own.len() == 1 {
             own[0]
         } else {
-            push(net, Node::Or(own))
+            push(net, Node::Or(own.into()))
         };
         demand_of[i] = d;
         if d == falsum {
@@ -104,7 +104,7 @@ pub fn add_demand(net: &mut Propnet) {
                     match side.len() {
                         0 => truth,
                         1 => side[0],
-                        _ => push(net, Node::And(side)),
+                        _ => push(net, Node::And(side.into())),
                     }
                 }
                 _ => d,

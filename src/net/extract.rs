@@ -771,7 +771,7 @@ impl Emitter<'_> {
             .map(|node| std::mem::replace(node, Node::Const(false)))
         {
             Some(Node::And(v)) | Some(Node::Or(v)) => v,
-            _ => Vec::new(),
+            _ => super::Operands::new(),
         };
         new.clear();
         new.extend(ops.iter().map(|&o| NodeId(self.map[o as usize])));
@@ -781,7 +781,7 @@ impl Emitter<'_> {
         self.nodes.push(if or { Node::Or(new) } else { Node::And(new) });
     }
 
-    fn renumbered(&self, mut ops: Vec<NodeId>) -> Vec<NodeId> {
+    fn renumbered(&self, mut ops: super::Operands) -> super::Operands {
         for o in &mut ops {
             *o = NodeId(self.map[o.index()]);
         }

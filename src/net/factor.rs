@@ -193,7 +193,7 @@ fn groups_of<E>(
             }
         }
         let or = factored_or(rest, rest_plain, add)?;
-        groups.push(add(Node::And(vec![shared, or]))?);
+        groups.push(add(Node::And(smallvec::smallvec![shared, or]))?);
     }
     Ok(groups)
 }
@@ -209,7 +209,7 @@ pub(super) fn factored_or<E>(
     let mut out = factor_groups(bodies, add)?;
     for k in 0..bodies.len() {
         if !bodies.used()[k] {
-            out.push(add(Node::And(bodies.get(k).to_vec()))?);
+            out.push(add(Node::And(super::Operands::from_slice(bodies.get(k))))?);
         }
     }
     out.extend_from_slice(plain);
@@ -239,6 +239,6 @@ fn or_node<E>(out: Vec<NodeId>, add: &mut impl FnMut(Node) -> Result<NodeId, E>)
     match out[..] {
         [] => add(Node::Const(false)),
         [one] => Ok(one),
-        _ => add(Node::Or(out)),
+        _ => add(Node::Or(out.into())),
     }
 }

@@ -46,6 +46,11 @@ impl NodeId {
     }
 }
 
+/// The operands of a gate: up to four kept in the node itself, more on the heap. Most gates
+/// have few operands, and the net's passes rewrite every gate, so a heap allocation for each
+/// would be most of their allocations.
+pub type Operands = smallvec::SmallVec<[NodeId; 4]>;
+
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "n{}", self.0)
@@ -69,9 +74,9 @@ pub enum Node {
     /// loops"). The passes treat it as an unknown, like a base.
     Feedback(u32),
     /// Conjunction of the operands (true when there are none).
-    And(Vec<NodeId>),
+    And(Operands),
     /// Disjunction of the operands (false when there are none).
-    Or(Vec<NodeId>),
+    Or(Operands),
     /// Negation.
     Not(NodeId),
 }

@@ -454,7 +454,7 @@ impl NodesCopy {
         let mut keep = |x: &[NodeId]| {
             ops.extend_from_slice(x);
             lens.push(u32::try_from(x.len()).expect("fewer than 2^32 operands"));
-            Vec::new()
+            super::Operands::new()
         };
         shells.extend(net.nodes.iter().map(|node| match node {
             Node::And(x) => Node::And(keep(x)),
@@ -935,11 +935,11 @@ impl Rewriter {
     }
 
     /// An and (`is_and`) or an or over `ops`.
-    fn junction(&mut self, mut ops: Vec<NodeId>, is_and: bool) -> NodeId {
+    fn junction(&mut self, mut ops: super::Operands, is_and: bool) -> NodeId {
         // For an and, true operands are neutral and a false one decides; for an or, the reverse.
         if self.flags.fold {
             let mut decided = false;
-            ops.retain(|&x| match self.as_const(x) {
+            ops.retain(|x| match self.as_const(*x) {
                 Some(b) if b == is_and => false,
                 Some(_) => {
                     decided = true;
@@ -978,7 +978,7 @@ impl Rewriter {
     /// ([`factor_groups`]); only the ands that this or alone reads are taken, since others
     /// would stay for their other readers and the net would grow. The ands a group takes die
     /// with their one reader, and the dead-node sweep after the pass removes them.
-    fn factor(&mut self, ops: Vec<NodeId>) -> NodeId {
+    fn factor(&mut self, ops: super::Operands) -> NodeId {
         // Buffers kept from one or to the next: the pass meets up to a million ors, most of
         // which have fewer than two ands to take and are written as they are, in the vector
         // they came in.
@@ -1027,7 +1027,7 @@ impl Rewriter {
                 if out.len() == 1 {
                     out[0]
                 } else {
-                    self.add(Node::Or(out))
+                    self.add(Node::Or(out.into()))
                 }
             }
         };
@@ -1038,7 +1038,7 @@ impl Rewriter {
 
     /// Replaces the inputs of one role among `ops` by the negated or of that role's other
     /// inputs, where that is fewer operands.
-    fn exclusive_inputs(&mut self, ops: Vec<NodeId>) -> Vec<NodeId> {
+    fn exclusive_inputs(&mut self, ops: super::Operands) -> super::Operands {
         if ops.len() * 2 <= self.fewest_inputs.saturating_add(1) {
             // Too few operands to read more than half of any role's inputs.
             return ops;
@@ -1065,7 +1065,7 @@ impl Rewriter {
             let or = match others.len() {
                 0 => self.constant(false),
                 1 => others[0],
-                _ => self.add(Node::Or(others)),
+                _ => self.add(Node::Or(others.into())),
             };
             let not = self.add(Node::Not(or));
             out.push(not);
@@ -1479,11 +1479,11 @@ mod tests {
                 Node::Const(true),
                 Node::Base(0),
                 Node::Input(0),
-                Node::And(vec![n(1), n(2)]),
-                Node::Or(vec![]),
+                Node::And(smallvec::smallvec![n(1), n(2)]),
+                Node::Or(smallvec::smallvec![]),
                 Node::Not(n(3)),
-                Node::Or(vec![n(0), n(3), n(5)]),
-                Node::And(vec![n(6)]),
+                Node::Or(smallvec::smallvec![n(0), n(3), n(5)]),
+                Node::And(smallvec::smallvec![n(6)]),
             ],
             bases: vec![BaseProp {
                 name: "p".into(),

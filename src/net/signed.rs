@@ -885,9 +885,9 @@ fn emit(
                 // would make of it, which lets the pass pipeline skip merge after this pass.
                 ops.sort_unstable();
                 if flip[m] {
-                    Node::Or(ops)
+                    Node::Or(ops.into())
                 } else {
-                    Node::And(ops)
+                    Node::And(ops.into())
                 }
             }
         },

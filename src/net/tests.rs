@@ -144,10 +144,10 @@ fn or_of_ands(rests: &[&[u32]], shared: bool) -> Propnet {
         let mut ops = vec![id(0)];
         ops.extend(rest.iter().map(|&b| id(b as usize)));
         ands.push(id(nodes.len()));
-        nodes.push(Node::And(ops));
+        nodes.push(Node::And(ops.into()));
     }
     let or = id(nodes.len());
-    nodes.push(Node::Or(ands.clone()));
+    nodes.push(Node::Or(ands.clone().into()));
     let falsum = id(nodes.len());
     nodes.push(Node::Const(false));
     let bases = (0..6)
@@ -269,11 +269,11 @@ fn empty_cell() -> Propnet {
     nodes.push(Node::Input(0)); // n4
     nodes.push(Node::Not(id(0))); // n5
     nodes.push(Node::Not(id(1))); // n6
-    nodes.push(Node::And(vec![id(5), id(6)])); // n7: open
-    nodes.push(Node::And(vec![id(2), id(7)])); // n8
-    nodes.push(Node::And(vec![id(3), id(7)])); // n9
+    nodes.push(Node::And(smallvec::smallvec![id(5), id(6)])); // n7: open
+    nodes.push(Node::And(smallvec::smallvec![id(2), id(7)])); // n8
+    nodes.push(Node::And(smallvec::smallvec![id(3), id(7)])); // n9
     nodes.push(Node::Not(id(7))); // n10
-    nodes.push(Node::And(vec![id(4), id(10)])); // n11
+    nodes.push(Node::And(smallvec::smallvec![id(4), id(10)])); // n11
     let bases = (0..4)
         .map(|b| BaseProp {
             name: format!("b{b}"),
@@ -317,8 +317,8 @@ fn polarity_merges_gates_equal_up_to_de_morgan() {
     net.nodes = (0..6).map(Node::Base).collect();
     net.nodes.push(Node::Not(id(0))); // n6
     net.nodes.push(Node::Not(id(1))); // n7
-    net.nodes.push(Node::And(vec![id(6), id(7)])); // n8
-    net.nodes.push(Node::Or(vec![id(0), id(1)])); // n9
+    net.nodes.push(Node::And(smallvec::smallvec![id(6), id(7)])); // n8
+    net.nodes.push(Node::Or(smallvec::smallvec![id(0), id(1)])); // n9
     net.nodes.push(Node::Not(id(9))); // n10
     for b in &mut net.bases {
         b.next = id(0);
@@ -348,10 +348,10 @@ fn polarity_flattens_an_and_that_only_one_and_reads() {
     let id = |i: u32| NodeId(i);
     let mut net = or_of_ands(&[], false);
     net.nodes = (0..6).map(Node::Base).collect();
-    net.nodes.push(Node::And(vec![id(0), id(1)])); // n6
-    net.nodes.push(Node::And(vec![id(6), id(2)])); // n7
-    net.nodes.push(Node::Or(vec![id(4), id(5)])); // n8
-    net.nodes.push(Node::Or(vec![id(3), id(8)])); // n9
+    net.nodes.push(Node::And(smallvec::smallvec![id(0), id(1)])); // n6
+    net.nodes.push(Node::And(smallvec::smallvec![id(6), id(2)])); // n7
+    net.nodes.push(Node::Or(smallvec::smallvec![id(4), id(5)])); // n8
+    net.nodes.push(Node::Or(smallvec::smallvec![id(3), id(8)])); // n9
     net.bases[0].next = id(7);
     net.bases[1].next = id(9);
     for b in &mut net.bases[2..] {
@@ -478,7 +478,7 @@ fn sharing_net(rng: &mut propjet_runtime::Rng, bases: u32, gates: u32) -> Propne
         let node = match rng.below(2) {
             0 => {
                 let other = if rng.below(2) == 0 { base(rng) } else { recent(rng) };
-                Node::And(vec![base(rng), other])
+                Node::And(smallvec::smallvec![base(rng), other])
             }
             _ => Node::Or((0..2 + rng.below(2)).map(|_| recent(rng)).collect()),
         };
@@ -575,7 +575,7 @@ fn exclusive_inputs_from_the_first_or_found_is_rewriting_every_node() {
                 _ => {
                     let mut ops: Vec<NodeId> = (0..1 + rng.below(4)).map(|_| input(&mut rng)).collect();
                     ops.push(any(&mut rng));
-                    Node::Or(ops)
+                    Node::Or(ops.into())
                 }
             };
             nodes.push(node);
@@ -1043,8 +1043,8 @@ fn family_start(rng: &mut propjet_runtime::Rng, bases: u32, inputs: u32) -> (Vec
         let ops = vec![NodeId(rng.below(n)), NodeId(rng.below(n))];
         nodes.push(match rng.below(3) {
             0 => Node::Not(ops[0]),
-            1 => Node::And(ops),
-            _ => Node::Or(ops),
+            1 => Node::And(ops.into()),
+            _ => Node::Or(ops.into()),
         });
     }
     (nodes, first_gate)
