@@ -444,10 +444,16 @@ fn try_eliminate(nodes: &[Node], x: u32, aux: usize, head: &[bool]) -> Option<(f
 /// literals give it.
 const FILTER: f64 = 0.5;
 
+/// A filter's literal matches at most this many atoms (estimated): its guard is derived within
+/// the budget of a new relation of no estimate (100,000 solutions, `Grounder::eliminate`), and
+/// a guard that overran it would take the whole split of the rule with it.
+const FILTER_MAX_ATOMS: f64 = 50_000.0;
+
 /// The filters of a bucket (`owned`, the nodes of `nodes` that `inside` marks and its guards)
 /// with separator `sep`: for each variable of `sep` not bound through a guard already, the
 /// positive literal outside the bucket with the fewest values of it, when those are at most
-/// [`FILTER`] of the fewest that a positive literal of the bucket has. The bucket's relation
+/// [`FILTER`] of the fewest that a positive literal of the bucket has (and at most
+/// [`FILTER_MAX_ATOMS`] atoms). The bucket's relation
 /// then holds only atoms whose values of that variable the literal has in the
 /// over-approximation; the rest of the rule reads the literal, so its instances lose nothing
 /// (chess: the king's square next to a threatened one was worked out for every piece the
@@ -473,7 +479,7 @@ fn filters(
         let outside = nodes
             .iter()
             .zip(inside)
-            .filter(|(m, &b)| !b && m.pos && !m.weak)
+            .filter(|(m, &b)| !b && m.pos && !m.weak && m.n <= FILTER_MAX_ATOMS)
             .filter_map(|(m, _)| values(m, v).map(|d| (d, m.src)))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((d, src)) = outside {
