@@ -21,7 +21,7 @@ pub struct Throughput {
     pub engine: &'static str,
     /// Game states per call.
     pub lanes: u32,
-    /// Calls made (of every entry measured, each state counted once).
+    /// Rounds of calls made: each round calls every entry measured once, on the same states.
     pub calls: u64,
     /// Wall time of the calls.
     pub time: Duration,
