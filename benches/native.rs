@@ -26,6 +26,16 @@ use std::hint::black_box;
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 
+/// The values of `entry`'s outputs in `values`: what the engines must agree on (native code
+/// keeps in registers the gates that only their own chunk reads, so other slots may differ).
+fn outputs(program: &propjet_runtime::Program, entry: Entry, values: &[u64]) -> Vec<u64> {
+    program
+        .outputs(entry)
+        .iter()
+        .map(|&lit| Interpreter::read(values, lit).expect("in range"))
+        .collect()
+}
+
 fn release_options() -> Options {
     Options {
         verifier: false,
@@ -78,21 +88,13 @@ fn evaluation(c: &mut Criterion) {
         let mut rng = Rng::new(7);
         let start: Vec<u64> = (0..program.num_slots()).map(|_| rng.next_u64()).collect();
 
-        // Check before timing: the same outputs from both engines (only the outputs: native
-        // code keeps in registers the gates that only its own chunk reads).
+        // Check before timing: the same outputs from both engines.
         let (mut want, mut got) = (start.clone(), start.clone());
         interp.eval(Entry::Next, &mut want).expect("evaluates");
         native.eval(Entry::Next, &mut got).expect("evaluates");
-        let outputs = |values: &[u64]| -> Vec<u64> {
-            program
-                .outputs(Entry::Next)
-                .iter()
-                .map(|&lit| Interpreter::read(values, lit).expect("in range"))
-                .collect()
-        };
         assert_eq!(
-            outputs(&want),
-            outputs(&got),
+            outputs(&program, Entry::Next, &want),
+            outputs(&program, Entry::Next, &got),
             "native and interpreted next disagree on {gates} gates"
         );
 
@@ -178,16 +180,9 @@ fn games(c: &mut Criterion) {
             let (mut want, mut got) = (start.clone(), start.clone());
             interp.eval(entry, &mut want).expect("evaluates");
             native.eval(entry, &mut got).expect("evaluates");
-            let outputs = |values: &[u64]| -> Vec<u64> {
-                program
-                    .outputs(entry)
-                    .iter()
-                    .map(|&lit| Interpreter::read(values, lit).expect("in range"))
-                    .collect()
-            };
             assert_eq!(
-                outputs(&want),
-                outputs(&got),
+                outputs(&program, entry, &want),
+                outputs(&program, entry, &got),
                 "{name}: the engines disagree on {entry:?}"
             );
         }

@@ -72,6 +72,13 @@ struct Node {
     weak: bool,
 }
 
+impl Node {
+    /// The distinct values of variable `v` in this literal, if it holds `v`.
+    fn values(&self, v: u32) -> Option<f64> {
+        self.vars.iter().position(|&w| w == v).map(|i| self.d[i])
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Src {
     Item(usize),
@@ -357,13 +364,7 @@ fn try_eliminate(nodes: &[Node], x: u32, aux: usize, head: &[bool]) -> Option<(f
     for n in &bucket {
         for &v in &n.vars {
             if !bound.contains(&v) {
-                let binder = nodes
-                    .iter()
-                    .zip(&inside)
-                    .filter(|(m, &b)| !b && m.pos)
-                    .filter_map(|(m, _)| m.vars.iter().position(|&w| w == v).map(|i| (m.d[i], m.src)))
-                    .min_by(|a, b| a.0.total_cmp(&b.0));
-                let (d, src) = binder?;
+                let (d, src) = fewest_outside(nodes, &inside, v, |m| m.pos)?;
                 guards.push((v, src));
                 owned.push(Node {
                     src,
@@ -398,7 +399,7 @@ fn try_eliminate(nodes: &[Node], x: u32, aux: usize, head: &[bool]) -> Option<(f
             owned
                 .iter()
                 .filter(|n| n.pos)
-                .filter_map(|n| n.vars.iter().position(|&w| w == v).map(|i| n.d[i]))
+                .filter_map(|n| n.values(v))
                 .fold(f64::INFINITY, f64::min)
         })
         .collect();
@@ -425,7 +426,7 @@ fn try_eliminate(nodes: &[Node], x: u32, aux: usize, head: &[bool]) -> Option<(f
         }
     }
     let cost = inst + estimate(&rest);
-    let filters = filters(nodes, &inside, &owned, &sep, &guards);
+    let filters = filters(nodes, &inside, &sep, &dmin, &guards);
     Some((
         cost,
         inst,
@@ -449,39 +450,28 @@ const FILTER: f64 = 0.5;
 /// a guard that overran it would take the whole split of the rule with it.
 const FILTER_MAX_ATOMS: f64 = 50_000.0;
 
-/// The filters of a bucket (`owned`, the nodes of `nodes` that `inside` marks and its guards)
-/// with separator `sep`: for each variable of `sep` not bound through a guard already, the
-/// positive literal outside the bucket with the fewest values of it, when those are at most
-/// [`FILTER`] of the fewest that a positive literal of the bucket has (and at most
-/// [`FILTER_MAX_ATOMS`] atoms). The bucket's relation
-/// then holds only atoms whose values of that variable the literal has in the
-/// over-approximation; the rest of the rule reads the literal, so its instances lose nothing
-/// (chess: the king's square next to a threatened one was worked out for every piece the
-/// square could hold, and the rule kept the kings', an eighth of the atoms).
+/// The filters of a bucket (the nodes of `nodes` that `inside` marks, and its guards) with
+/// separator `sep`, whose positive literals give each variable of `sep` at fewest `within`
+/// values: for each variable not bound through a guard already, the positive literal outside
+/// the bucket with the fewest values of it, when those are at most [`FILTER`] of `within` (and
+/// the literal matches at most [`FILTER_MAX_ATOMS`] atoms). The bucket's relation then holds
+/// only atoms whose values of that variable the literal has in the over-approximation; the
+/// rest of the rule reads the literal, so its instances lose nothing (chess: the king's square
+/// next to a threatened one was worked out for every piece the square could hold, and the rule
+/// kept the kings', an eighth of the atoms).
 fn filters(
     nodes: &[Node],
     inside: &[bool],
-    owned: &[Node],
     sep: &[u32],
+    within: &[f64],
     guards: &[(u32, Src)],
 ) -> Vec<(u32, Src)> {
-    let values = |n: &Node, v: u32| n.vars.iter().position(|&w| w == v).map(|i| n.d[i]);
     let mut filters = Vec::new();
-    for &v in sep {
+    for (&v, &within) in sep.iter().zip(within) {
         if guards.iter().any(|&(u, _)| u == v) {
             continue;
         }
-        let within = owned
-            .iter()
-            .filter(|n| n.pos)
-            .filter_map(|n| values(n, v))
-            .fold(f64::INFINITY, f64::min);
-        let outside = nodes
-            .iter()
-            .zip(inside)
-            .filter(|(m, &b)| !b && m.pos && !m.weak && m.n <= FILTER_MAX_ATOMS)
-            .filter_map(|(m, _)| values(m, v).map(|d| (d, m.src)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let outside = fewest_outside(nodes, inside, v, |m| m.pos && !m.weak && m.n <= FILTER_MAX_ATOMS);
         if let Some((d, src)) = outside {
             if d <= FILTER * within {
                 filters.push((v, src));
@@ -489,6 +479,22 @@ fn filters(
         }
     }
     filters
+}
+
+/// Of the nodes outside the bucket (those `inside` does not mark) that `accept` takes and that
+/// hold variable `v`, the one with the fewest values of `v`, and that number.
+fn fewest_outside(
+    nodes: &[Node],
+    inside: &[bool],
+    v: u32,
+    accept: impl Fn(&Node) -> bool,
+) -> Option<(f64, Src)> {
+    nodes
+        .iter()
+        .zip(inside)
+        .filter(|&(m, &b)| !b && accept(m))
+        .filter_map(|(m, _)| m.values(v).map(|d| (d, m.src)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
 }
 
 /// The estimated number of instances of the join of the positive literals of `nodes`.
