@@ -11,8 +11,8 @@
 //! the name, or `:step`, a playout step: legal, terminal, goals and next run on the same states
 //! one after the other, each state counted once; by default connectFour, breakthrough,
 //! speedChess next and legal, speedChess's step, reversi and hex from `../shared/games`), it
-//! prints the interpreter's states per second at 64 lanes, and for each lowering variant the ratio of native code at 64 and 128 lanes to it, with the lowering
-//! time. The variants: `default` (the default options), `shared` (every entry running the
+//! prints the interpreter's states per second at 64 lanes, and for each lowering variant the
+//! ratio of native code at 64 and 128 lanes to it, with the lowering time. The variants: `default` (the default options), `shared` (every entry running the
 //! chunks of the gates it needs, the view's included, as before entries got chunks of their
 //! own), `separate` (every entry with chunks of its own), `noroot` (no `fold_shared`: wide folds
 //! read twice keep their loads out of the operations), `nowindow` (also every slot addressed from
