@@ -7,22 +7,21 @@
 //! that nobody interrupted, which is reproducible to a few percent under load. The engines and
 //! the lowering variants alternate in rounds in one process, so they see the same machine.
 //!
-//! For each game and entry (`next` unless `:legal`, `:terminal`, `:goals` or `:view` follows
-//! the name, or `:step`, a playout step: legal, terminal, goals and next run on the same states
-//! one after the other, each state counted once; by default connectFour, breakthrough,
-//! speedChess next and legal, speedChess's step, reversi and hex from `../shared/games`), it
-//! prints the interpreter's states per second at 64 lanes, and for each lowering variant the
-//! ratio of native code at 64 and 128 lanes to it, with the lowering time. The variants: `default` (the default options), `shared` (every entry running the
-//! chunks of the gates it needs, the view's included, as before entries got chunks of their
-//! own), `separate` (every entry with chunks of its own), `noroot` (no `fold_shared`: wide folds
-//! read twice keep their loads out of the operations), `nowindow` (also every slot addressed from
-//! the array's start, no base register following the stores), `nosink` (no gate folded into the
-//! wide gate reading it as it is computed: see `sink` in `lower::Options`), `cluster64` (x86-64's
-//! 64-lane code with clusters and partial values too, as the 128-lane code: see `cluster_x64`),
-//! `every` (also every gate stored
-//! into its slot, as before gates read only within their chunk stayed in registers) and
-//! `plain` (also computing one gate at a time, no gate in part: the code before clusters and
-//! partial values).
+//! For each game and entry (`next` unless `:legal`, `:terminal`, `:goals` or `:view` follows the
+//! name, or `:step`, a playout step: legal, terminal, goals and next run on the same states one
+//! after the other, each state counted once; by default connectFour, breakthrough, speedChess next
+//! and legal, speedChess's step, reversi and hex from `../shared/games`), it prints the
+//! interpreter's states per second at 64 lanes, and for each lowering variant the ratio of native
+//! code at 64 and 128 lanes to it, with the lowering time. The variants: `default` (the default
+//! options), `shared` (every entry running the chunks of the gates it needs, the view's included,
+//! as before entries got chunks of their own), `separate` (every entry with chunks of its own),
+//! `noroot` (no `fold_shared`: wide folds read twice keep their loads out of the operations),
+//! `nowindow` (also every slot addressed from the array's start, no base register following the
+//! stores), `nosink` (no gate folded into the wide gate reading it as it is computed: see `sink` in
+//! `lower::Options`), `cluster64` (x86-64's 64-lane code with clusters and partial values too, as
+//! the 128-lane code: see `cluster_x64`), `every` (also every gate stored into its slot, as before
+//! gates read only within their chunk stayed in registers) and `plain` (also computing one gate at
+//! a time, no gate in part: the code before clusters and partial values).
 //!
 //! Before timing, each variant's outputs are compared with the interpreter's on random arrays,
 //! so a fast wrong engine cannot look good.
