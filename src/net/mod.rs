@@ -16,6 +16,7 @@ mod order;
 mod passes;
 mod signed;
 mod stats;
+mod subsets;
 
 pub(crate) use build::build_unnamed;
 pub use build::{build, NetLimits, Recursion};

@@ -41,6 +41,9 @@ pub enum Pass {
     /// become ors of their own that those ors read, and pairs of operands that several ands
     /// share ands of their own (`src/net/extract.rs`).
     Extract,
+    /// Once, last, on a large net: a gate that reads every operand of an earlier gate of its
+    /// kind reads that gate instead (`src/net/subsets.rs`).
+    Subsets,
 }
 
 impl fmt::Display for Pass {
@@ -55,6 +58,7 @@ impl fmt::Display for Pass {
             Pass::Propositions => "propositions",
             Pass::DeadNodes => "dead nodes",
             Pass::Extract => "extract",
+            Pass::Subsets => "subsets",
         })
     }
 }
@@ -265,24 +269,24 @@ fn rounds(mut net: Propnet, max_rounds: u32, merged: bool) -> (Propnet, Vec<Pass
         }
     }
     // Extraction adds gates to take operands away, which the rounds would count as growth
-    // and polarity would partly undo by flattening, so it runs once, after them.
-    let start = Instant::now();
-    let mut rewrote = false;
-    net = run_with(
-        net,
-        Pass::Extract,
-        false,
-        all_live,
-        &mut known_readers,
-        &mut |_, _| rewrote = true,
-    );
-    if rewrote {
-        reports.push(PassReport {
-            pass: Pass::Extract,
-            round: last_round,
-            stats: counts(&net),
-            time: start.elapsed(),
+    // and polarity would partly undo by flattening, so it runs once, after them. Then each
+    // gate reads the gates whose operands it all reads: last, since it only changes operands,
+    // which the rounds would take apart again (polarity flattens an and into the ands that
+    // read it).
+    for pass in [Pass::Extract, Pass::Subsets] {
+        let start = Instant::now();
+        let mut rewrote = false;
+        net = run_with(net, pass, false, all_live, &mut known_readers, &mut |_, _| {
+            rewrote = true
         });
+        if rewrote {
+            reports.push(PassReport {
+                pass,
+                round: last_round,
+                stats: counts(&net),
+                time: start.elapsed(),
+            });
+        }
     }
     (net, reports)
 }
@@ -633,6 +637,14 @@ fn run_with(
         Pass::DeadNodes => return dead_nodes(net, &mut |n| before_rewrite(n, None)),
         Pass::Extract => {
             let (out, changed) = super::extract::extract(net, super::extract::MIN_NODES);
+            if changed {
+                before_rewrite(&out, None);
+            }
+            return out;
+        }
+        Pass::Subsets => {
+            let (out, changed) =
+                super::subsets::substitute(net, super::subsets::MIN_NODES, super::subsets::MIN_FANIN);
             if changed {
                 before_rewrite(&out, None);
             }

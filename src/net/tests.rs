@@ -1118,6 +1118,57 @@ fn extraction_keeps_every_output_of_random_nets() {
     assert!(after * 10 < before * 9, "operands {before} became {after}");
 }
 
+#[test]
+fn gates_read_through_their_subsets_keep_every_output_of_random_nets() {
+    let substitute = |net| subsets::substitute(net, 0, 0);
+    let (changed, before, after) = rewrites_keep_outputs(23, and_family_net, substitute);
+    // Some members of each family are the family's core alone, which the others read.
+    assert!(changed > 500, "the pass changed {changed} of 2000 nets");
+    assert!(after * 20 < before * 19, "operands {before} became {after}");
+    // Random nets of every kind of node, operands unsorted and repeated among them.
+    let (changed, ..) = rewrites_keep_outputs(29, |rng| random_net(rng, 4, 2, 60), substitute);
+    assert!(changed > 0, "the pass changed no random net");
+}
+
+#[test]
+fn a_gate_reads_an_earlier_one_only_where_its_outputs_need_that_one() {
+    // n6 = a ∧ b is read by the legal output; n7 = a ∧ b ∧ c by the next state and n8 =
+    // a ∧ b ∧ d by the legal output. Only n8 may read n6: n7's entry would compute n6 for it.
+    let (a, b, c, d) = (NodeId(2), NodeId(3), NodeId(4), NodeId(5));
+    let mut nodes = vec![Node::Const(false), Node::Const(true)];
+    nodes.extend((0..4).map(Node::Base));
+    nodes.push(Node::And([a, b].into_iter().collect()));
+    nodes.push(Node::And([a, b, c].into_iter().collect()));
+    nodes.push(Node::And([a, b, d].into_iter().collect()));
+    let base = |b: u32, next: u32| BaseProp {
+        name: format!("b{b}"),
+        init: false,
+        next: NodeId(next),
+    };
+    let legal = |i: u32, node: u32| InputProp {
+        role: RoleIdx(0),
+        name: format!("i{i}"),
+        legal: NodeId(node),
+    };
+    let net = Propnet {
+        roles: vec!["a".into()],
+        nodes,
+        bases: vec![base(0, 7), base(1, 2), base(2, 3), base(3, 4)],
+        inputs: vec![legal(0, 6), legal(1, 8)],
+        terminal: NodeId(0),
+        ..Propnet::default()
+    };
+    net.verify().expect("a well-formed net");
+    let (out, changed) = subsets::substitute(net.clone(), 0, 0);
+    assert!(changed);
+    assert_eq!(
+        out.nodes[7], net.nodes[7],
+        "the next state's gate took a legal gate"
+    );
+    assert_eq!(out.nodes[8], Node::And([d, NodeId(6)].into_iter().collect()));
+    assert_same_outputs(&net, &out, 4);
+}
+
 /// A random net with families of narrow ands: each family draws a pair or a triple of earlier
 /// nodes, and each member is those with one or two others.
 fn and_family_net(rng: &mut propjet_runtime::Rng) -> Propnet {
