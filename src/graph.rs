@@ -1,5 +1,33 @@
 //! Strongly connected components, for the grounder (its relations, and the heads it settles)
-//! and for the builder (the view propositions, whose cycles it must find).
+//! and for the builder (the view propositions, whose cycles it must find); and the reader
+//! lists of a graph given by its operand lists.
+
+/// The reader lists of a graph of `n` nodes whose node `i` reads `operands(i)`, compressed:
+/// node `x`'s readers are `readers[start[x]..start[x + 1]]`, ascending, once per operand
+/// occurrence. Returns `(start, readers)`. `operands` is called twice for each node.
+pub(crate) fn reverse<I: IntoIterator<Item = u32>>(
+    n: usize,
+    operands: impl Fn(usize) -> I,
+) -> (Vec<u32>, Vec<u32>) {
+    let mut start = vec![0u32; n + 1];
+    for i in 0..n {
+        for op in operands(i) {
+            start[op as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut readers = vec![0u32; start[n] as usize];
+    for i in 0..n {
+        for op in operands(i) {
+            readers[fill[op as usize] as usize] = i as u32;
+            fill[op as usize] += 1;
+        }
+    }
+    (start, readers)
+}
 
 /// A vertex of a graph of `n` vertices numbered from 0.
 pub(crate) trait Vertex: Copy + Ord {

@@ -99,25 +99,14 @@ impl Graph {
     }
 }
 
-/// The reader lists of a graph given by its operand lists, in the same compressed form; each
-/// node's readers come out in ascending order, once per operand occurrence.
+/// The reader lists of a graph given by its operand lists (`ops[op_start[i]..op_start[i + 1]]`
+/// for node `i`), in the same compressed form ([`crate::graph::reverse`]).
 pub fn reverse(n: usize, op_start: &[u32], ops: &[u32]) -> (Vec<u32>, Vec<u32>) {
-    let mut start = vec![0u32; n + 1];
-    for &op in ops {
-        start[op as usize + 1] += 1;
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut readers = vec![0u32; ops.len()];
-    for i in 0..n {
-        for &op in &ops[op_start[i] as usize..op_start[i + 1] as usize] {
-            readers[fill[op as usize] as usize] = i as u32;
-            fill[op as usize] += 1;
-        }
-    }
-    (start, readers)
+    crate::graph::reverse(n, |i| {
+        ops[op_start[i] as usize..op_start[i + 1] as usize]
+            .iter()
+            .copied()
+    })
 }
 
 /// What each node's cone (its transitive operands) contains.

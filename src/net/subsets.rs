@@ -49,29 +49,13 @@ pub(super) fn substitute(mut net: Propnet, min_nodes: usize, min_fanin: usize) -
         return (net, false);
     }
     // Each node's readers among the and and or gates, ascending, in one array.
-    let mut start = vec![0u32; n + 1];
-    for node in &net.nodes {
-        if let Node::And(ops) | Node::Or(ops) = node {
-            for op in ops {
-                start[op.index() + 1] += 1;
-            }
-        }
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut readers = vec![0u32; start[n] as usize];
-    for (g, node) in net.nodes.iter().enumerate() {
-        if let Node::And(ops) | Node::Or(ops) = node {
-            for op in ops {
-                let at = &mut fill[op.index()];
-                readers[*at as usize] = g as u32;
-                *at += 1;
-            }
-        }
-    }
-    drop(fill);
+    let (start, readers) = crate::graph::reverse(n, |g| {
+        let ops: &[NodeId] = match &net.nodes[g] {
+            Node::And(ops) | Node::Or(ops) => ops,
+            _ => &[],
+        };
+        ops.iter().map(|x| x.0)
+    });
     // Each gate's kind and size, and the set of its operands' hashes as 64 bits, in arrays
     // small enough to stay in the cache, so that most candidates fail without their operands
     // being read.
@@ -222,12 +206,8 @@ impl Found<'_> {
                 {
                     return;
                 }
-                let big = match (&self.nodes[g as usize], and) {
-                    (Node::And(ops), true) | (Node::Or(ops), false) => ops,
-                    _ => return,
-                };
-                // The two rarest are in `big`: with no other operand, nothing is left to check.
-                if small.len() == 2 || is_subset(small, big) {
+                // g reads the two rarest: with no other operand, nothing is left to check.
+                if small.len() == 2 || is_subset(small, self.nodes[g as usize].operands()) {
                     pairs.push((g, h as u32));
                 }
             };
